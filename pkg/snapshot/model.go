@@ -1,0 +1,284 @@
+// Package snapshot is memstat's typed model of a PyTorch CUDA memory snapshot
+// (what torch.cuda.memory._snapshot() returns and _dump_snapshot() pickles):
+// segments with their blocks, one trace of allocator events per device, the
+// allocator settings and the external annotations. It also reads every
+// published variant of the file (pickle protocols 2-5, gzip, JSON; PyTorch
+// 1.13 to today) into that model and writes the model back as a pickle that
+// PyTorch's own viewer opens.
+//
+// Stacks are interned: every distinct frame and every distinct stack is stored
+// once (see Stacks), so the sharing that PyTorch's pickles express with memo
+// references stays sharing in memory.
+package snapshot
+
+// Snapshot is one snapshot file, all devices.
+type Snapshot struct {
+	// Segments of every device, in file order (PyTorch sorts them by device,
+	// then address).
+	Segments []Segment
+	// Traces holds the trace of each device allocator, indexed by device
+	// ordinal, oldest entry first. A device with no recorded history has an
+	// empty trace.
+	Traces [][]TraceEntry
+	// Settings is nil when the file has no allocator_settings (before 2.3).
+	Settings *AllocatorSettings
+	// Annotations are the external_annotations (2.5+), in file order.
+	Annotations []Annotation
+	// Stacks owns every frame and stack the segments, blocks and trace
+	// entries refer to.
+	Stacks *Stacks
+	// Strings holds the interned compile_context and user_metadata texts of
+	// trace entries; index 0 is the empty string.
+	Strings []string
+	// Features says which optional parts of the schema the file had, so that
+	// reports can say what a figure rests on.
+	Features Features
+}
+
+// Features records which schema variant a file used. Detection is by the keys
+// present, never by a version number (forks copy the schema at odd points).
+type Features struct {
+	BareSegmentList  bool // 1.13: the file is a bare list of segments
+	BlockHistory     bool // 2.0: blocks carry "history" instead of frames
+	BlockAddresses   bool // 2.1+: blocks carry "address"
+	TimeUS           bool // 2.2+: trace entries carry time_us
+	CompileContext   bool // trace entries carry compile_context
+	UserMetadata     bool // trace entries carry user_metadata
+	AllocatorSetting bool // 2.3+: allocator_settings present
+	Annotations      bool // 2.5+: external_annotations present
+	JSON             bool // the file was JSON, not a pickle
+	Gzip             bool // the file was gzip-compressed
+	PickleProtocol   int  // 0 for JSON
+}
+
+// Devices returns the number of devices the snapshot describes: the larger
+// of the trace count and one past the highest segment device.
+func (s *Snapshot) Devices() int {
+	n := len(s.Traces)
+	for i := range s.Segments {
+		if d := s.Segments[i].Device + 1; d > n {
+			n = d
+		}
+	}
+	return n
+}
+
+// DeviceSegments returns the segments of one device, in file order.
+func (s *Snapshot) DeviceSegments(device int) []*Segment {
+	var out []*Segment
+	for i := range s.Segments {
+		if s.Segments[i].Device == device {
+			out = append(out, &s.Segments[i])
+		}
+	}
+	return out
+}
+
+// Trace returns the trace of one device (nil when there is none).
+func (s *Snapshot) Trace(device int) []TraceEntry {
+	if device < 0 || device >= len(s.Traces) {
+		return nil
+	}
+	return s.Traces[device]
+}
+
+// String returns an interned trace-entry string (compile_context,
+// user_metadata).
+func (s *Snapshot) String(id StrID) string {
+	if int(id) < len(s.Strings) {
+		return s.Strings[id]
+	}
+	return ""
+}
+
+// StrID indexes Snapshot.Strings. 0 is the empty string.
+type StrID uint32
+
+// Pool is the kind of block pool a segment belongs to.
+type Pool uint8
+
+const (
+	// LargePool holds blocks of more than 1 MiB (segment_type "large").
+	LargePool Pool = iota
+	// SmallPool holds blocks of at most 1 MiB in 2 MiB segments
+	// (segment_type "small").
+	SmallPool
+)
+
+func (p Pool) String() string {
+	if p == SmallPool {
+		return "small"
+	}
+	return "large"
+}
+
+// PoolID is a segment's segment_pool_id: (0, 0) for the default pools,
+// anything else for a CUDA-graph or MemPool private pool.
+type PoolID [2]int64
+
+// IsDefault reports whether the id names the default pools.
+func (p PoolID) IsDefault() bool { return p == PoolID{} }
+
+// Segment is one cudaMalloc'd range, or one contiguous mapped range of an
+// expandable segment's reservation.
+type Segment struct {
+	Device        int
+	Address       uint64
+	TotalSize     int64
+	AllocatedSize int64
+	ActiveSize    int64
+	RequestedSize int64
+	Stream        int64
+	Pool          Pool
+	PoolID        PoolID
+	Expandable    bool
+	Stack         StackID // stack of the cudaMalloc / first map; 0 if none
+	Blocks        []Block // in address order, tiling the segment
+}
+
+// End returns the first address past the segment.
+func (s *Segment) End() uint64 { return s.Address + uint64(s.TotalSize) }
+
+// BlockState is the state string of a snapshot block.
+type BlockState uint8
+
+const (
+	// Inactive: free, cached by the allocator ("inactive").
+	Inactive BlockState = iota
+	// ActiveAllocated: handed out to a tensor ("active_allocated").
+	ActiveAllocated
+	// ActivePendingFree: freed by the user but waiting for CUDA events of
+	// other streams ("active_pending_free"; the docstring's
+	// "active_awaiting_free" is read as the same state).
+	ActivePendingFree
+)
+
+func (s BlockState) String() string {
+	switch s {
+	case ActiveAllocated:
+		return "active_allocated"
+	case ActivePendingFree:
+		return "active_pending_free"
+	}
+	return "inactive"
+}
+
+// Active reports whether the block counts as active (allocated or pending).
+func (s BlockState) Active() bool { return s != Inactive }
+
+// Block is one contiguous part of a segment.
+type Block struct {
+	Address uint64
+	Size    int64
+	// RequestedSize is what the user asked for in the block's last
+	// allocation. PyTorch never resets it on free, so for inactive blocks
+	// it is a stale value and may even exceed Size.
+	RequestedSize int64
+	State         BlockState
+	Stack         StackID
+}
+
+// Action is the kind of a trace entry.
+type Action uint8
+
+// The trace actions PyTorch records. ActionFree is the viewer's merged
+// free_requested+free_completed pair; readers treat it as free_completed.
+const (
+	ActionUnknown Action = iota
+	ActionAlloc
+	ActionFreeRequested
+	ActionFreeCompleted
+	ActionSegmentAlloc
+	ActionSegmentFree
+	ActionSegmentMap
+	ActionSegmentUnmap
+	ActionOOM
+	ActionSnapshot
+	ActionUserDefined
+	ActionAnnotate
+	ActionFree
+)
+
+var actionNames = [...]string{
+	ActionUnknown:       "unknown",
+	ActionAlloc:         "alloc",
+	ActionFreeRequested: "free_requested",
+	ActionFreeCompleted: "free_completed",
+	ActionSegmentAlloc:  "segment_alloc",
+	ActionSegmentFree:   "segment_free",
+	ActionSegmentMap:    "segment_map",
+	ActionSegmentUnmap:  "segment_unmap",
+	ActionOOM:           "oom",
+	ActionSnapshot:      "snapshot",
+	ActionUserDefined:   "user_defined",
+	ActionAnnotate:      "annotate",
+	ActionFree:          "free",
+}
+
+func (a Action) String() string {
+	if int(a) < len(actionNames) {
+		return actionNames[a]
+	}
+	return "unknown"
+}
+
+// ParseAction maps a trace action string to an Action (ActionUnknown if the
+// string is not one PyTorch writes).
+func ParseAction(s string) Action {
+	for i, n := range actionNames {
+		if n == s && i != int(ActionUnknown) {
+			return Action(i)
+		}
+	}
+	return ActionUnknown
+}
+
+// TraceEntry is one event of a device's allocator trace.
+type TraceEntry struct {
+	Action Action
+	// Addr is the block or segment address; for ActionOOM it holds the
+	// device_free figure instead (PyTorch reuses the field the same way).
+	Addr uint64
+	// Size: the unrounded request for alloc, the block's requested_size for
+	// frees, the segment size for segment events, the rounded request for
+	// oom, total active bytes for snapshot.
+	Size   int64
+	Stream int64
+	// TimeUS is Unix-epoch microseconds; 0 when the file has no time_us.
+	TimeUS         int64
+	Stack          StackID
+	CompileContext StrID
+	UserMetadata   StrID
+}
+
+// DeviceFree returns the device_free figure of an oom entry.
+func (e *TraceEntry) DeviceFree() int64 { return int64(e.Addr) }
+
+// AllocatorSettings is the allocator_settings dict (2.3+).
+type AllocatorSettings struct {
+	AllocConf                  string // PYTORCH_CUDA_ALLOC_CONF as last parsed
+	MaxSplitSize               int64  // -1 when unlimited
+	GarbageCollectionThreshold float64
+	ExpandableSegments         bool
+	ReleaseLockOnCudaMalloc    bool
+	// RoundupPower2Divisions is the 16-entry divisions table, index i for
+	// requests in [2^i MiB, 2^(i+1) MiB).
+	RoundupPower2Divisions [16]int64
+	// Other keeps keys memstat does not interpret, as text, in file order,
+	// so that reports can show them.
+	Other []KeyValue
+}
+
+// KeyValue is one uninterpreted setting.
+type KeyValue struct {
+	Key, Value string
+}
+
+// Annotation is one external_annotations entry (a record_function START or
+// END, or any user metadata PyTorch attaches).
+type Annotation struct {
+	Device int
+	TimeUS int64
+	Name   string
+	Stage  string // "START", "END" or ""
+}

@@ -1,0 +1,114 @@
+package snapshot
+
+import (
+	"strings"
+	"unsafe"
+)
+
+// Frame is one stack frame as PyTorch records it ({"name", "filename",
+// "line"}).
+type Frame struct {
+	Name     string
+	Filename string
+	Line     int64
+}
+
+// FrameID indexes Stacks' frame table.
+type FrameID uint32
+
+// StackID indexes Stacks' stack table. 0 is the empty stack (no frames
+// recorded), so the zero value of a Block or TraceEntry means "no stack".
+type StackID uint32
+
+// NoStack is the empty stack.
+const NoStack StackID = 0
+
+// Stacks interns frames and stacks. Frames are innermost first, as PyTorch
+// stores them (frame 0 is the allocation site).
+type Stacks struct {
+	frames   []Frame
+	frameIdx map[Frame]FrameID
+	// stack i is data[offs[i]:offs[i+1]]; stack 0 is empty.
+	offs     []uint32
+	data     []FrameID
+	stackIdx map[string]StackID
+}
+
+// NewStacks returns an empty table holding only the empty stack.
+func NewStacks() *Stacks {
+	return &Stacks{
+		frameIdx: make(map[Frame]FrameID),
+		offs:     []uint32{0, 0},
+		stackIdx: make(map[string]StackID),
+	}
+}
+
+// InternFrame returns the id of f, adding it if it is new.
+func (s *Stacks) InternFrame(f Frame) FrameID {
+	if id, ok := s.frameIdx[f]; ok {
+		return id
+	}
+	id := FrameID(len(s.frames))
+	s.frames = append(s.frames, f)
+	s.frameIdx[f] = id
+	return id
+}
+
+// InternStack returns the id of the stack made of the given frames
+// (innermost first), adding it if it is new. An empty list is NoStack.
+func (s *Stacks) InternStack(ids []FrameID) StackID {
+	if len(ids) == 0 {
+		return NoStack
+	}
+	// The map key views the ids as bytes; the lookup does not allocate.
+	key := unsafe.String((*byte)(unsafe.Pointer(&ids[0])), len(ids)*4)
+	if id, ok := s.stackIdx[key]; ok {
+		return id
+	}
+	id := StackID(len(s.offs) - 1)
+	s.data = append(s.data, ids...)
+	s.offs = append(s.offs, uint32(len(s.data)))
+	s.stackIdx[strings.Clone(key)] = id
+	return id
+}
+
+// InternFrames interns a stack given as frames.
+func (s *Stacks) InternFrames(frames []Frame) StackID {
+	if len(frames) == 0 {
+		return NoStack
+	}
+	ids := make([]FrameID, len(frames))
+	for i, f := range frames {
+		ids[i] = s.InternFrame(f)
+	}
+	return s.InternStack(ids)
+}
+
+// Stack returns the frame ids of a stack, innermost first. The slice is
+// shared: do not modify it.
+func (s *Stacks) Stack(id StackID) []FrameID {
+	if int(id)+1 >= len(s.offs) {
+		return nil
+	}
+	return s.data[s.offs[id]:s.offs[id+1]]
+}
+
+// Frame returns a frame by id.
+func (s *Stacks) Frame(id FrameID) Frame { return s.frames[id] }
+
+// Frames returns the frames of a stack, innermost first (a new slice).
+func (s *Stacks) Frames(id StackID) []Frame {
+	ids := s.Stack(id)
+	out := make([]Frame, len(ids))
+	for i, f := range ids {
+		out[i] = s.frames[f]
+	}
+	return out
+}
+
+// NumFrames returns how many distinct frames are interned.
+func (s *Stacks) NumFrames() int { return len(s.frames) }
+
+// NumStacks returns how many distinct stacks are interned, the empty stack
+// included.
+func (s *Stacks) NumStacks() int { return len(s.offs) - 1 }
