@@ -1,0 +1,86 @@
+// Package realdata finds the real snapshots that PyTorch users published,
+// which tests read from ../shared/testdata/real beside the checkout. They are
+// never copied into the project; a fresh clone without them skips those
+// tests with a message.
+package realdata
+
+import (
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+)
+
+// Dir returns the folder of real snapshots, or skips the test when it is
+// absent.
+func Dir(t testing.TB) string {
+	t.Helper()
+	if d := os.Getenv("MEMSTAT_REAL_SNAPSHOTS"); d != "" {
+		return d
+	}
+	root := moduleRoot()
+	if root != "" {
+		d := filepath.Join(root, "..", "shared", "testdata", "real")
+		if st, err := os.Stat(d); err == nil && st.IsDir() {
+			return d
+		}
+	}
+	t.Skip("real snapshots not found (../shared/testdata/real beside the checkout, or $MEMSTAT_REAL_SNAPSHOTS); skipping")
+	return ""
+}
+
+// Files returns every snapshot file in the folder (MANIFEST.tsv excluded),
+// sorted by name.
+func Files(t testing.TB) []string {
+	t.Helper()
+	dir := Dir(t)
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatalf("reading %s: %v", dir, err)
+	}
+	var out []string
+	for _, e := range entries {
+		if e.IsDir() || strings.HasSuffix(e.Name(), ".tsv") || strings.HasPrefix(e.Name(), ".") {
+			continue
+		}
+		out = append(out, filepath.Join(dir, e.Name()))
+	}
+	sort.Strings(out)
+	if len(out) == 0 {
+		t.Skipf("no snapshots in %s", dir)
+	}
+	return out
+}
+
+// File returns the path of one real snapshot by a unique part of its name.
+func File(t testing.TB, part string) string {
+	t.Helper()
+	var found []string
+	for _, f := range Files(t) {
+		if strings.Contains(filepath.Base(f), part) {
+			found = append(found, f)
+		}
+	}
+	if len(found) != 1 {
+		t.Fatalf("want exactly one real snapshot matching %q, found %v", part, found)
+	}
+	return found[0]
+}
+
+func moduleRoot() string {
+	dir, err := os.Getwd()
+	if err != nil {
+		return ""
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return ""
+		}
+		dir = parent
+	}
+}

@@ -1,0 +1,901 @@
+package pickle
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"math/big"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// Limits that keep hostile input from exhausting memory. No single object
+// of a snapshot comes near them.
+const (
+	// MaxStringLen caps one str or bytes object.
+	MaxStringLen = 64 << 20
+	// maxLongLen caps the bytes of one LONG1/LONG4 integer.
+	maxLongLen = 1024
+	// maxLineLen caps the text line of a protocol-0 opcode.
+	maxLineLen = 1 << 20
+	// maxMemoGap is how far past the memo's end a BINPUT may write:
+	// every known pickler writes dense indices.
+	maxMemoGap = 8
+	// chunk is the read size for streamed input.
+	chunk = 1 << 20
+)
+
+// ErrTruncated is wrapped by errors for input that ends before STOP.
+var ErrTruncated = errors.New("unexpected end of data")
+
+// ErrRefused is wrapped by errors for opcodes that name or build Python
+// objects: memstat never imports or calls anything a pickle names.
+var ErrRefused = errors.New("refused opcode")
+
+// Error is a decoding error at a byte offset.
+type Error struct {
+	Offset int64  // offset of the opcode
+	Op     string // opcode name, "" if the byte is no opcode
+	Msg    string
+	Err    error // ErrTruncated, ErrRefused, or nil
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString("pickle: ")
+	if e.Op != "" {
+		fmt.Fprintf(&b, "%s at offset %d: ", e.Op, e.Offset)
+	} else {
+		fmt.Fprintf(&b, "offset %d: ", e.Offset)
+	}
+	b.WriteString(e.Msg)
+	return b.String()
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Compactor may replace a container by a record when the container is
+// complete: when a parent container takes it as an item or key, or when it
+// is the pickle's result. Compact returns ok=false to keep the container as
+// it is; an error stops decoding.
+type Compactor interface {
+	Compact(vs *Values, v Value) (r Value, ok bool, err error)
+}
+
+// Decoder decodes one pickle.
+type Decoder struct {
+	vs        *Values
+	compactor Compactor
+
+	r    io.Reader
+	buf  []byte
+	pos  int
+	end  int
+	base int64 // input offset of buf[0]
+	eof  bool
+
+	stack []Value
+	marks []int
+	memo  []Value
+	proto int
+
+	opStart int64
+	op      byte
+}
+
+// NewDecoder returns a decoder reading r. Values go into vs (a new store if
+// nil); c may be nil.
+func NewDecoder(r io.Reader, vs *Values, c Compactor) *Decoder {
+	if vs == nil {
+		vs = NewValues()
+	}
+	return &Decoder{vs: vs, compactor: c, r: r, buf: make([]byte, 0, chunk)}
+}
+
+// NewBytesDecoder decodes a pickle held in memory without copying it.
+func NewBytesDecoder(data []byte, vs *Values, c Compactor) *Decoder {
+	if vs == nil {
+		vs = NewValues()
+	}
+	return &Decoder{vs: vs, compactor: c, buf: data, end: len(data), eof: true}
+}
+
+// Values returns the store the decoder fills.
+func (d *Decoder) Values() *Values { return d.vs }
+
+// Protocol returns the protocol named by the PROTO opcode (0 if none).
+func (d *Decoder) Protocol() int { return d.proto }
+
+// Offset returns the input offset of the next byte to decode.
+func (d *Decoder) Offset() int64 { return d.base + int64(d.pos) }
+
+// Loads decodes a pickle held in memory into a fresh store.
+func Loads(data []byte) (Value, *Values, error) {
+	d := NewBytesDecoder(data, nil, nil)
+	v, err := d.Decode()
+	return v, d.vs, err
+}
+
+// fill makes sure n bytes are buffered after pos. It reads only what
+// arrives, so a claimed length never allocates more than the input holds
+// (plus one chunk).
+func (d *Decoder) fill(n int) error {
+	if d.end-d.pos >= n {
+		return nil
+	}
+	if d.eof || d.r == nil {
+		return d.truncated(n)
+	}
+	// Move the unread tail to the front.
+	if d.pos > 0 {
+		copy(d.buf[:cap(d.buf)], d.buf[d.pos:d.end])
+		d.base += int64(d.pos)
+		d.end -= d.pos
+		d.pos = 0
+		d.buf = d.buf[:d.end]
+	}
+	for d.end < n {
+		if cap(d.buf)-d.end < chunk {
+			grown := make([]byte, d.end, 2*cap(d.buf)+chunk)
+			copy(grown, d.buf[:d.end])
+			d.buf = grown
+		}
+		m, err := d.r.Read(d.buf[d.end:cap(d.buf)])
+		d.end += m
+		d.buf = d.buf[:d.end]
+		if err == io.EOF {
+			d.eof = true
+			if d.end < n {
+				return d.truncated(n)
+			}
+			break
+		}
+		if err != nil {
+			return &Error{Offset: d.opStart, Op: opName(d.op), Msg: "reading input: " + err.Error()}
+		}
+	}
+	return nil
+}
+
+func (d *Decoder) truncated(n int) error {
+	return &Error{Offset: d.opStart, Op: opName(d.op), Err: ErrTruncated,
+		Msg: fmt.Sprintf("needs %d more bytes but the data ends at offset %d (truncated file?)", n, d.base+int64(d.end))}
+}
+
+func (d *Decoder) errf(format string, args ...any) error {
+	return &Error{Offset: d.opStart, Op: opName(d.op), Msg: fmt.Sprintf(format, args...)}
+}
+
+// take returns the next n bytes (valid until the next read).
+func (d *Decoder) take(n int) ([]byte, error) {
+	if err := d.fill(n); err != nil {
+		return nil, err
+	}
+	b := d.buf[d.pos : d.pos+n]
+	d.pos += n
+	return b, nil
+}
+
+// takeLen returns n bytes of a string whose length the pickle claims; it
+// checks the claim against MaxStringLen before reading anything.
+func (d *Decoder) takeLen(n uint64) ([]byte, error) {
+	if n > MaxStringLen {
+		return nil, d.errf("claims a %d-byte object, over the %d-byte limit", n, MaxStringLen)
+	}
+	return d.take(int(n))
+}
+
+func (d *Decoder) line() ([]byte, error) {
+	for {
+		if i := bytes.IndexByte(d.buf[d.pos:d.end], '\n'); i >= 0 {
+			l := d.buf[d.pos : d.pos+i]
+			d.pos += i + 1
+			return l, nil
+		}
+		if d.end-d.pos > maxLineLen {
+			return nil, d.errf("text argument longer than %d bytes", maxLineLen)
+		}
+		if err := d.fill(d.end - d.pos + 1); err != nil {
+			return nil, err
+		}
+	}
+}
+
+func (d *Decoder) push(v Value) { d.stack = append(d.stack, v) }
+
+func (d *Decoder) pop() (Value, error) {
+	base := 0
+	if len(d.marks) > 0 {
+		base = d.marks[len(d.marks)-1]
+	}
+	if len(d.stack) <= base {
+		return None, d.errf("stack underflow (malformed pickle)")
+	}
+	v := d.stack[len(d.stack)-1]
+	d.stack = d.stack[:len(d.stack)-1]
+	return v, nil
+}
+
+func (d *Decoder) top() (*Value, error) {
+	base := 0
+	if len(d.marks) > 0 {
+		base = d.marks[len(d.marks)-1]
+	}
+	if len(d.stack) <= base {
+		return nil, d.errf("stack underflow (malformed pickle)")
+	}
+	return &d.stack[len(d.stack)-1], nil
+}
+
+// popMark returns the items above the last MARK (valid until the next push)
+// and removes them and the mark.
+func (d *Decoder) popMark() ([]Value, error) {
+	if len(d.marks) == 0 {
+		return nil, d.errf("no MARK on the stack (malformed pickle)")
+	}
+	m := d.marks[len(d.marks)-1]
+	d.marks = d.marks[:len(d.marks)-1]
+	items := d.stack[m:]
+	d.stack = d.stack[:m]
+	return items, nil
+}
+
+// freeze offers a complete container to the compactor, once.
+func (d *Decoder) freeze(v Value) (Value, error) {
+	if !v.IsContainer() {
+		return v, nil
+	}
+	c := &d.vs.conts[v.N]
+	if c.replaced {
+		return c.alias, nil
+	}
+	if c.frozen || d.compactor == nil {
+		c.frozen = true
+		return v, nil
+	}
+	c.frozen = true
+	r, ok, err := d.compactor.Compact(d.vs, v)
+	if err != nil {
+		return None, &Error{Offset: d.opStart, Op: opName(d.op), Msg: err.Error()}
+	}
+	if !ok {
+		return v, nil
+	}
+	d.vs.replace(v.N, r)
+	return r, nil
+}
+
+// freezeAll freezes items in place, last first, so that the arena room of
+// each compacted container is at the arena's end when it is given back.
+func (d *Decoder) freezeAll(items []Value) error {
+	for i := len(items) - 1; i >= 0; i-- {
+		v, err := d.freeze(items[i])
+		if err != nil {
+			return err
+		}
+		items[i] = v
+	}
+	return nil
+}
+
+// target checks that v is an open container of one of the kinds.
+func (d *Decoder) target(v Value, kinds ...Kind) error {
+	for _, k := range kinds {
+		if v.Kind == k {
+			if d.vs.conts[v.N].replaced {
+				return d.errf("modifies a %s after it was used (not a shape PyTorch or CPython writes)", k)
+			}
+			return nil
+		}
+	}
+	return d.errf("target is a %s, not a %s", v.Kind, kinds[0])
+}
+
+// newTuple builds a tuple from items (which it freezes).
+func (d *Decoder) newTuple(items []Value) (Value, error) {
+	if err := d.freezeAll(items); err != nil {
+		return None, err
+	}
+	t := d.vs.NewContainer(KindTuple)
+	d.vs.appendItems(t.N, items...)
+	return t, nil
+}
+
+func (d *Decoder) memoPut(i uint64, v Value) error {
+	if i > uint64(len(d.memo))+maxMemoGap {
+		return d.errf("memo index %d is far past the %d entries stored (malformed pickle)", i, len(d.memo))
+	}
+	for uint64(len(d.memo)) <= i {
+		d.memo = append(d.memo, Value{Kind: kindMark})
+	}
+	d.memo[i] = v
+	return nil
+}
+
+func (d *Decoder) memoGet(i uint64) error {
+	if i >= uint64(len(d.memo)) || d.memo[i].Kind == kindMark {
+		return d.errf("memo index %d was never stored (malformed pickle)", i)
+	}
+	d.push(d.vs.Resolve(d.memo[i]))
+	return nil
+}
+
+// Decode runs the pickle to its STOP opcode and returns the result.
+func (d *Decoder) Decode() (Value, error) {
+	for {
+		d.opStart = d.base + int64(d.pos)
+		if d.pos >= d.end {
+			if err := d.fill(1); err != nil {
+				d.op = 0
+				return None, &Error{Offset: d.opStart, Err: ErrTruncated,
+					Msg: "data ends before the STOP opcode (truncated file?)"}
+			}
+		}
+		op := d.buf[d.pos]
+		d.pos++
+		d.op = op
+		if err := d.step(op); err != nil {
+			if err == errStop {
+				v, err := d.pop()
+				if err != nil {
+					return None, err
+				}
+				return d.freeze(v)
+			}
+			return None, err
+		}
+	}
+}
+
+var errStop = errors.New("stop")
+
+func (d *Decoder) step(op byte) error {
+	vs := d.vs
+	switch op {
+	case opProto:
+		b, err := d.take(1)
+		if err != nil {
+			return err
+		}
+		if b[0] > 5 {
+			return d.errf("unsupported pickle protocol %d", b[0])
+		}
+		d.proto = int(b[0])
+	case opFrame:
+		// A framing hint; the data is decoded the same either way.
+		if _, err := d.take(8); err != nil {
+			return err
+		}
+	case opStop:
+		return errStop
+	case opMark:
+		d.marks = append(d.marks, len(d.stack))
+	case opPop:
+		if len(d.marks) > 0 && d.marks[len(d.marks)-1] == len(d.stack) {
+			// POP right after MARK discards the mark, as CPython does.
+			d.marks = d.marks[:len(d.marks)-1]
+			return nil
+		}
+		_, err := d.pop()
+		return err
+	case opPopMark:
+		_, err := d.popMark()
+		return err
+	case opDup:
+		t, err := d.top()
+		if err != nil {
+			return err
+		}
+		d.push(*t)
+
+	case opNone:
+		d.push(None)
+	case opNewTrue:
+		d.push(Bool(true))
+	case opNewFalse:
+		d.push(Bool(false))
+	case opBinInt:
+		b, err := d.take(4)
+		if err != nil {
+			return err
+		}
+		d.push(Int(int64(int32(binary.LittleEndian.Uint32(b)))))
+	case opBinInt1:
+		b, err := d.take(1)
+		if err != nil {
+			return err
+		}
+		d.push(Int(int64(b[0])))
+	case opBinInt2:
+		b, err := d.take(2)
+		if err != nil {
+			return err
+		}
+		d.push(Int(int64(binary.LittleEndian.Uint16(b))))
+	case opLong1:
+		b, err := d.take(1)
+		if err != nil {
+			return err
+		}
+		return d.long(int(b[0]))
+	case opLong4:
+		b, err := d.take(4)
+		if err != nil {
+			return err
+		}
+		n := int32(binary.LittleEndian.Uint32(b))
+		if n < 0 {
+			return d.errf("negative byte count %d", n)
+		}
+		return d.long(int(n))
+	case opBinFloat:
+		b, err := d.take(8)
+		if err != nil {
+			return err
+		}
+		d.push(Float(math.Float64frombits(binary.BigEndian.Uint64(b))))
+	case opInt:
+		l, err := d.line()
+		if err != nil {
+			return err
+		}
+		return d.textInt(l, false)
+	case opLong:
+		l, err := d.line()
+		if err != nil {
+			return err
+		}
+		return d.textInt(l, true)
+	case opFloat:
+		l, err := d.line()
+		if err != nil {
+			return err
+		}
+		f, err := strconv.ParseFloat(strings.TrimSpace(string(l)), 64)
+		if err != nil {
+			return d.errf("bad float %q", l)
+		}
+		d.push(Float(f))
+
+	case opShortBinUnicode:
+		b, err := d.take(1)
+		if err != nil {
+			return err
+		}
+		s, err := d.take(int(b[0]))
+		if err != nil {
+			return err
+		}
+		d.push(vs.StrBytes(s))
+	case opBinUnicode:
+		b, err := d.take(4)
+		if err != nil {
+			return err
+		}
+		s, err := d.takeLen(uint64(binary.LittleEndian.Uint32(b)))
+		if err != nil {
+			return err
+		}
+		d.push(vs.StrBytes(s))
+	case opBinUnicode8:
+		b, err := d.take(8)
+		if err != nil {
+			return err
+		}
+		s, err := d.takeLen(binary.LittleEndian.Uint64(b))
+		if err != nil {
+			return err
+		}
+		d.push(vs.StrBytes(s))
+	case opShortBinString, opShortBinBytes:
+		b, err := d.take(1)
+		if err != nil {
+			return err
+		}
+		s, err := d.take(int(b[0]))
+		if err != nil {
+			return err
+		}
+		d.pushBytes(op, s)
+	case opBinString, opBinBytes:
+		b, err := d.take(4)
+		if err != nil {
+			return err
+		}
+		n := binary.LittleEndian.Uint32(b)
+		if op == opBinString && int32(n) < 0 {
+			return d.errf("negative byte count")
+		}
+		s, err := d.takeLen(uint64(n))
+		if err != nil {
+			return err
+		}
+		d.pushBytes(op, s)
+	case opBinBytes8, opByteArray8:
+		b, err := d.take(8)
+		if err != nil {
+			return err
+		}
+		s, err := d.takeLen(binary.LittleEndian.Uint64(b))
+		if err != nil {
+			return err
+		}
+		d.push(vs.bytesValue(s))
+	case opString:
+		l, err := d.line()
+		if err != nil {
+			return err
+		}
+		s, err := unquotePyString(l)
+		if err != nil {
+			return d.errf("%v", err)
+		}
+		d.push(vs.Str(s))
+	case opUnicode:
+		l, err := d.line()
+		if err != nil {
+			return err
+		}
+		d.push(vs.Str(rawUnicodeEscape(l)))
+
+	case opEmptyList:
+		d.push(vs.NewContainer(KindList))
+	case opEmptyDict:
+		d.push(vs.NewContainer(KindDict))
+	case opEmptyTuple:
+		d.push(vs.NewContainer(KindTuple))
+	case opEmptySet:
+		d.push(vs.NewContainer(KindSet))
+	case opTuple1, opTuple2, opTuple3:
+		n := int(op-opTuple1) + 1
+		base := 0
+		if len(d.marks) > 0 {
+			base = d.marks[len(d.marks)-1]
+		}
+		if len(d.stack)-base < n {
+			return d.errf("stack underflow (malformed pickle)")
+		}
+		items := d.stack[len(d.stack)-n:]
+		t, err := d.newTuple(items)
+		if err != nil {
+			return err
+		}
+		d.stack = d.stack[:len(d.stack)-n]
+		d.push(t)
+	case opTuple:
+		items, err := d.popMark()
+		if err != nil {
+			return err
+		}
+		t, err := d.newTuple(items)
+		if err != nil {
+			return err
+		}
+		d.push(t)
+	case opFrozenSet:
+		items, err := d.popMark()
+		if err != nil {
+			return err
+		}
+		if err := d.freezeAll(items); err != nil {
+			return err
+		}
+		s := vs.NewContainer(KindSet)
+		vs.appendItems(s.N, items...)
+		d.push(s)
+	case opList:
+		items, err := d.popMark()
+		if err != nil {
+			return err
+		}
+		if err := d.freezeAll(items); err != nil {
+			return err
+		}
+		l := vs.NewContainer(KindList)
+		vs.appendItems(l.N, items...)
+		d.push(l)
+	case opDict:
+		items, err := d.popMark()
+		if err != nil {
+			return err
+		}
+		if len(items)%2 != 0 {
+			return d.errf("odd number of items (%d) for a dict", len(items))
+		}
+		if err := d.freezeAll(items); err != nil {
+			return err
+		}
+		m := vs.NewContainer(KindDict)
+		vs.appendItems(m.N, items...)
+		d.push(m)
+	case opAppend:
+		v, err := d.pop()
+		if err != nil {
+			return err
+		}
+		t, err := d.top()
+		if err != nil {
+			return err
+		}
+		if err := d.target(*t, KindList); err != nil {
+			return err
+		}
+		if v, err = d.freeze(v); err != nil {
+			return err
+		}
+		vs.appendItems(t.N, v)
+	case opAppends, opAddItems:
+		items, err := d.popMark()
+		if err != nil {
+			return err
+		}
+		t, err := d.top()
+		if err != nil {
+			return err
+		}
+		want := KindList
+		if op == opAddItems {
+			want = KindSet
+		}
+		if err := d.target(*t, want); err != nil {
+			return err
+		}
+		if err := d.freezeAll(items); err != nil {
+			return err
+		}
+		vs.appendItems(t.N, items...)
+	case opSetItem:
+		v, err := d.pop()
+		if err != nil {
+			return err
+		}
+		k, err := d.pop()
+		if err != nil {
+			return err
+		}
+		t, err := d.top()
+		if err != nil {
+			return err
+		}
+		if err := d.target(*t, KindDict); err != nil {
+			return err
+		}
+		if v, err = d.freeze(v); err != nil {
+			return err
+		}
+		if k, err = d.freeze(k); err != nil {
+			return err
+		}
+		vs.appendItems(t.N, k, v)
+	case opSetItems:
+		items, err := d.popMark()
+		if err != nil {
+			return err
+		}
+		if len(items)%2 != 0 {
+			return d.errf("odd number of items (%d) for a dict", len(items))
+		}
+		t, err := d.top()
+		if err != nil {
+			return err
+		}
+		if err := d.target(*t, KindDict); err != nil {
+			return err
+		}
+		if err := d.freezeAll(items); err != nil {
+			return err
+		}
+		vs.appendItems(t.N, items...)
+
+	case opMemoize:
+		t, err := d.top()
+		if err != nil {
+			return err
+		}
+		d.memo = append(d.memo, *t)
+	case opBinPut:
+		b, err := d.take(1)
+		if err != nil {
+			return err
+		}
+		t, err := d.top()
+		if err != nil {
+			return err
+		}
+		return d.memoPut(uint64(b[0]), *t)
+	case opLongBinPut:
+		b, err := d.take(4)
+		if err != nil {
+			return err
+		}
+		t, err := d.top()
+		if err != nil {
+			return err
+		}
+		return d.memoPut(uint64(binary.LittleEndian.Uint32(b)), *t)
+	case opPut:
+		l, err := d.line()
+		if err != nil {
+			return err
+		}
+		i, err := strconv.ParseUint(string(l), 10, 32)
+		if err != nil {
+			return d.errf("bad memo index %q", l)
+		}
+		t, err := d.top()
+		if err != nil {
+			return err
+		}
+		return d.memoPut(i, *t)
+	case opBinGet:
+		b, err := d.take(1)
+		if err != nil {
+			return err
+		}
+		return d.memoGet(uint64(b[0]))
+	case opLongBinGet:
+		b, err := d.take(4)
+		if err != nil {
+			return err
+		}
+		return d.memoGet(uint64(binary.LittleEndian.Uint32(b)))
+	case opGet:
+		l, err := d.line()
+		if err != nil {
+			return err
+		}
+		i, err := strconv.ParseUint(string(l), 10, 32)
+		if err != nil {
+			return d.errf("bad memo index %q", l)
+		}
+		return d.memoGet(i)
+
+	case opGlobal, opStackGlobal, opInst, opObj, opReduce, opBuild, opNewObj, opNewObjEx,
+		opPersID, opBinPersID, opExt1, opExt2, opExt4:
+		return &Error{Offset: d.opStart, Op: opName(op), Err: ErrRefused,
+			Msg: "the pickle names or builds a Python object; memstat reads plain data only and never imports or calls what a pickle names"}
+	case opNextBuffer, opReadOnlyBuffer:
+		return &Error{Offset: d.opStart, Op: opName(op), Err: ErrRefused,
+			Msg: "out-of-band buffers are not supported"}
+	default:
+		return &Error{Offset: d.opStart, Msg: fmt.Sprintf("byte 0x%02x is not a pickle opcode (not a pickle, or corrupt)", op)}
+	}
+	return nil
+}
+
+func (d *Decoder) pushBytes(op byte, s []byte) {
+	// Python 3 reads protocol-2 str (BINSTRING) as str by default.
+	if op == opBinString || op == opShortBinString {
+		d.push(d.vs.StrBytes(s))
+		return
+	}
+	d.push(d.vs.bytesValue(s))
+}
+
+// long decodes n bytes of little-endian two's complement.
+func (d *Decoder) long(n int) error {
+	if n > maxLongLen {
+		return d.errf("%d-byte integer is over the %d-byte limit", n, maxLongLen)
+	}
+	b, err := d.take(n)
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		d.push(Int(0))
+		return nil
+	}
+	if n <= 8 {
+		var u uint64
+		for i := n - 1; i >= 0; i-- {
+			u = u<<8 | uint64(b[i])
+		}
+		if b[n-1]&0x80 != 0 && n < 8 {
+			u |= ^uint64(0) << (8 * uint(n)) // sign-extend
+		}
+		d.push(Int(int64(u)))
+		return nil
+	}
+	be := make([]byte, n)
+	for i := range b {
+		be[n-1-i] = b[i]
+	}
+	x := new(big.Int).SetBytes(be)
+	if b[n-1]&0x80 != 0 {
+		x.Sub(x, new(big.Int).Lsh(big.NewInt(1), uint(8*n)))
+	}
+	d.push(d.vs.bigValue(x))
+	return nil
+}
+
+func (d *Decoder) textInt(l []byte, long bool) error {
+	s := strings.TrimSpace(string(l))
+	if long {
+		s = strings.TrimSuffix(s, "L")
+	} else if s == "00" || s == "01" {
+		d.push(Bool(s == "01"))
+		return nil
+	}
+	if len(s) > 2*maxLongLen {
+		return d.errf("integer text longer than %d digits", 2*maxLongLen)
+	}
+	if i, err := strconv.ParseInt(s, 10, 64); err == nil {
+		d.push(Int(i))
+		return nil
+	}
+	x, ok := new(big.Int).SetString(s, 10)
+	if !ok {
+		return d.errf("bad integer %q", s)
+	}
+	d.push(d.vs.bigValue(x))
+	return nil
+}
+
+// unquotePyString decodes the repr of a Python 2 str as protocol 0 writes it.
+func unquotePyString(l []byte) (string, error) {
+	s := strings.TrimRight(string(l), " \r")
+	if len(s) < 2 || (s[0] != '\'' && s[0] != '"') || s[len(s)-1] != s[0] {
+		return "", fmt.Errorf("bad STRING argument %q", s)
+	}
+	s = s[1 : len(s)-1]
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c != '\\' || i+1 >= len(s) {
+			b.WriteByte(c)
+			continue
+		}
+		i++
+		switch e := s[i]; e {
+		case 'n':
+			b.WriteByte('\n')
+		case 't':
+			b.WriteByte('\t')
+		case 'r':
+			b.WriteByte('\r')
+		case '\\', '\'', '"':
+			b.WriteByte(e)
+		case 'x':
+			if i+2 < len(s)+0 && i+2 <= len(s)-1 {
+				v, err := strconv.ParseUint(s[i+1:i+3], 16, 8)
+				if err == nil {
+					b.WriteByte(byte(v))
+					i += 2
+					continue
+				}
+			}
+			b.WriteString(`\x`)
+		default:
+			b.WriteByte('\\')
+			b.WriteByte(e)
+		}
+	}
+	return b.String(), nil
+}
+
+// rawUnicodeEscape decodes Python's raw-unicode-escape: \uXXXX and
+// \UXXXXXXXX escapes, every other byte a Latin-1 character.
+func rawUnicodeEscape(l []byte) string {
+	var b strings.Builder
+	for i := 0; i < len(l); i++ {
+		if l[i] == '\\' && i+1 < len(l) && (l[i+1] == 'u' || l[i+1] == 'U') {
+			n := 4
+			if l[i+1] == 'U' {
+				n = 8
+			}
+			if i+2+n <= len(l) {
+				if v, err := strconv.ParseUint(string(l[i+2:i+2+n]), 16, 32); err == nil && utf8.ValidRune(rune(v)) {
+					b.WriteRune(rune(v))
+					i += 1 + n
+					continue
+				}
+			}
+		}
+		b.WriteRune(rune(l[i]))
+	}
+	return b.String()
+}

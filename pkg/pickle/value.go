@@ -1,0 +1,335 @@
+// Package pickle is memstat's own Python pickle codec.
+//
+// The decoder reads protocols 0-5 but only their plain-data opcodes: it
+// refuses every opcode that names or builds a Python object (GLOBAL,
+// STACK_GLOBAL, REDUCE, BUILD, NEWOBJ, INST, OBJ, PERSID, EXT*), never trusts
+// a length, memo index or count before the bytes exist, and keeps its memory
+// proportional to the input. Decoded values live in a Values store: 16-byte
+// pointer-free words, one arena for container items and an interned string
+// table, so that the garbage collector has almost nothing to scan and a memo
+// reference shares, never copies.
+//
+// A Compactor hook sees every container when its parent takes it (for the
+// pickles CPython and PyTorch write, the moment it is complete) and may
+// replace it by a compact record of its own, which is how pkg/snapshot turns
+// frame dicts, stacks and trace entries into typed structs while decoding.
+//
+// The encoder writes protocol 4 with only the opcodes PyTorch's web viewer
+// reads.
+package pickle
+
+import (
+	"math"
+	"math/big"
+)
+
+// Kind is the type of a decoded value.
+type Kind uint8
+
+// Value kinds. KindRecord is a value a Compactor made; its meaning belongs
+// to the compactor.
+const (
+	KindNone Kind = iota
+	KindBool
+	KindInt
+	KindBigInt
+	KindFloat
+	KindString
+	KindBytes
+	KindList
+	KindTuple
+	KindDict
+	KindSet
+	KindRecord
+	kindMark // the MARK sentinel on the decoder stack
+)
+
+var kindNames = [...]string{"None", "bool", "int", "int", "float", "str", "bytes", "list", "tuple", "dict", "set", "record", "mark"}
+
+func (k Kind) String() string {
+	if int(k) < len(kindNames) {
+		return kindNames[k]
+	}
+	return "?"
+}
+
+// Value is one decoded value: a kind and a 64-bit payload (the integer, the
+// float's bits, a string id, a container id, or a record's own payload).
+// It holds no pointers.
+type Value struct {
+	Kind Kind
+	// Tag is free for records (a compactor's record type); 0 otherwise.
+	Tag uint8
+	N   uint64
+}
+
+// None is the Python None.
+var None = Value{Kind: KindNone}
+
+// Int returns an int value.
+func Int(i int64) Value { return Value{Kind: KindInt, N: uint64(i)} }
+
+// Bool returns a bool value.
+func Bool(b bool) Value {
+	if b {
+		return Value{Kind: KindBool, N: 1}
+	}
+	return Value{Kind: KindBool}
+}
+
+// Float returns a float value.
+func Float(f float64) Value { return Value{Kind: KindFloat, N: math.Float64bits(f)} }
+
+// Record returns a compactor record value.
+func Record(tag uint8, n uint64) Value { return Value{Kind: KindRecord, Tag: tag, N: n} }
+
+// IsContainer reports whether v refers to a list, tuple, dict or set.
+func (v Value) IsContainer() bool {
+	return v.Kind == KindList || v.Kind == KindTuple || v.Kind == KindDict || v.Kind == KindSet
+}
+
+// AsInt returns the value as an int64: ints and bools; ok is false for
+// anything else or an integer that does not fit.
+func (v Value) AsInt() (int64, bool) {
+	switch v.Kind {
+	case KindInt, KindBool:
+		return int64(v.N), true
+	}
+	return 0, false
+}
+
+// AsFloat returns ints and floats as a float64.
+func (v Value) AsFloat() (float64, bool) {
+	switch v.Kind {
+	case KindFloat:
+		return math.Float64frombits(v.N), true
+	case KindInt, KindBool:
+		return float64(int64(v.N)), true
+	}
+	return 0, false
+}
+
+// AsBool returns bools (and ints, as Python truth).
+func (v Value) AsBool() (bool, bool) {
+	switch v.Kind {
+	case KindBool, KindInt:
+		return v.N != 0, true
+	}
+	return false, false
+}
+
+// container is a list, tuple, dict or set: its items sit in the arena at
+// items[off:off+n] (dicts store key, value pairs, so n is even) with room for
+// cap items. A container a compactor replaced has alias set.
+type container struct {
+	off, n, cap int
+	kind        Kind
+	frozen      bool // offered to the compactor already
+	replaced    bool
+	alias       Value
+}
+
+// Values owns every decoded value: strings, big integers and containers.
+type Values struct {
+	strs   []string
+	isByte []bool // parallel to strs: true for bytes objects
+	strIdx map[string]uint32
+	bytIdx map[string]uint32
+	bigs   []*big.Int
+	conts  []container
+	arena  []Value
+}
+
+// NewValues returns an empty store. String id 0 is the empty string.
+func NewValues() *Values {
+	v := &Values{strIdx: make(map[string]uint32), bytIdx: make(map[string]uint32)}
+	v.strs = append(v.strs, "")
+	v.isByte = append(v.isByte, false)
+	v.strIdx[""] = 0
+	return v
+}
+
+// Str interns s and returns it as a str value.
+func (vs *Values) Str(s string) Value {
+	return Value{Kind: KindString, N: uint64(vs.intern(s, false))}
+}
+
+// StrBytes interns the text in b (copying it only if it is new).
+func (vs *Values) StrBytes(b []byte) Value {
+	if id, ok := vs.strIdx[string(b)]; ok {
+		return Value{Kind: KindString, N: uint64(id)}
+	}
+	return Value{Kind: KindString, N: uint64(vs.intern(string(b), false))}
+}
+
+func (vs *Values) bytesValue(b []byte) Value {
+	if id, ok := vs.bytIdx[string(b)]; ok {
+		return Value{Kind: KindBytes, N: uint64(id)}
+	}
+	return Value{Kind: KindBytes, N: uint64(vs.intern(string(b), true))}
+}
+
+func (vs *Values) intern(s string, isBytes bool) uint32 {
+	idx := vs.strIdx
+	if isBytes {
+		idx = vs.bytIdx
+	}
+	if id, ok := idx[s]; ok {
+		return id
+	}
+	id := uint32(len(vs.strs))
+	vs.strs = append(vs.strs, s)
+	vs.isByte = append(vs.isByte, isBytes)
+	idx[s] = id
+	return id
+}
+
+// StrID returns the id under which s is interned, if it is.
+func (vs *Values) StrID(s string) (uint32, bool) {
+	id, ok := vs.strIdx[s]
+	return id, ok
+}
+
+// Text returns the text of a str or bytes value ("" for anything else).
+func (vs *Values) Text(v Value) string {
+	if (v.Kind == KindString || v.Kind == KindBytes) && v.N < uint64(len(vs.strs)) {
+		return vs.strs[v.N]
+	}
+	return ""
+}
+
+// BigInt returns the value of an int too large for int64.
+func (vs *Values) BigInt(v Value) *big.Int {
+	if v.Kind == KindBigInt && v.N < uint64(len(vs.bigs)) {
+		return new(big.Int).Set(vs.bigs[v.N])
+	}
+	if v.Kind == KindInt || v.Kind == KindBool {
+		return big.NewInt(int64(v.N))
+	}
+	return nil
+}
+
+// Uint64 returns an integer value in [0, 2^64) as a uint64: addresses and
+// stream handles are unsigned pointers that may not fit an int64.
+func (vs *Values) Uint64(v Value) (uint64, bool) {
+	switch v.Kind {
+	case KindInt, KindBool:
+		if int64(v.N) < 0 {
+			return 0, false
+		}
+		return v.N, true
+	case KindBigInt:
+		b := vs.bigs[v.N]
+		if b.Sign() >= 0 && b.IsUint64() {
+			return b.Uint64(), true
+		}
+	}
+	return 0, false
+}
+
+func (vs *Values) bigValue(b *big.Int) Value {
+	if b.IsInt64() {
+		return Int(b.Int64())
+	}
+	vs.bigs = append(vs.bigs, b)
+	return Value{Kind: KindBigInt, N: uint64(len(vs.bigs) - 1)}
+}
+
+// NewContainer makes an empty list, tuple, dict or set.
+func (vs *Values) NewContainer(k Kind) Value {
+	vs.conts = append(vs.conts, container{kind: k, off: len(vs.arena)})
+	return Value{Kind: k, N: uint64(len(vs.conts) - 1)}
+}
+
+// Resolve follows a container a compactor replaced to its record.
+func (vs *Values) Resolve(v Value) Value {
+	if v.IsContainer() && v.N < uint64(len(vs.conts)) {
+		if c := &vs.conts[v.N]; c.replaced {
+			return c.alias
+		}
+	}
+	return v
+}
+
+// Len returns the number of items of a list, tuple or set, or the number of
+// pairs of a dict.
+func (vs *Values) Len(v Value) int {
+	if !v.IsContainer() || v.N >= uint64(len(vs.conts)) {
+		return 0
+	}
+	c := &vs.conts[v.N]
+	if c.replaced {
+		return 0
+	}
+	if c.kind == KindDict {
+		return c.n / 2
+	}
+	return c.n
+}
+
+// Items returns the items of a list, tuple or set (for a dict, keys and
+// values interleaved). The slice aliases the store: read it, do not keep it
+// across further decoding.
+func (vs *Values) Items(v Value) []Value {
+	if !v.IsContainer() || v.N >= uint64(len(vs.conts)) {
+		return nil
+	}
+	c := &vs.conts[v.N]
+	if c.replaced {
+		return nil
+	}
+	return vs.arena[c.off : c.off+c.n]
+}
+
+// Get looks a str key up in a dict (linear: snapshot dicts are small).
+func (vs *Values) Get(dict Value, key string) (Value, bool) {
+	id, ok := vs.strIdx[key]
+	if !ok || dict.Kind != KindDict {
+		return None, false
+	}
+	items := vs.Items(dict)
+	for i := 0; i+1 < len(items); i += 2 {
+		if k := items[i]; k.Kind == KindString && k.N == uint64(id) {
+			return items[i+1], true
+		}
+	}
+	return None, false
+}
+
+// appendItems appends items to a container, growing its room in the arena.
+// A container that is not at the arena's end moves there with twice the
+// room, so interleaved appends to many containers cost amortized linear time
+// and space.
+func (vs *Values) appendItems(id uint64, items ...Value) {
+	c := &vs.conts[id]
+	if c.n+len(items) > c.cap {
+		need := c.n + len(items)
+		if c.off+c.cap == len(vs.arena) {
+			// At the end: grow in place.
+			vs.arena = append(vs.arena, make([]Value, need-c.cap)...)
+			c.cap = need
+		} else {
+			newCap := 2 * need
+			off := len(vs.arena)
+			vs.arena = append(vs.arena, vs.arena[c.off:c.off+c.n]...)
+			vs.arena = append(vs.arena, make([]Value, newCap-c.n)...)
+			c.off, c.cap = off, newCap
+		}
+	}
+	copy(vs.arena[c.off+c.n:], items)
+	c.n += len(items)
+}
+
+// replace makes a container an alias of a record and gives its arena room
+// back when it is the last thing in the arena (the usual case: pickles are
+// written depth first).
+func (vs *Values) replace(id uint64, r Value) {
+	c := &vs.conts[id]
+	if c.off+c.cap == len(vs.arena) {
+		vs.arena = vs.arena[:c.off]
+	}
+	c.replaced, c.alias, c.n, c.cap = true, r, 0, 0
+}
+
+// ArenaLen reports how many item words the store holds (for memory tests).
+func (vs *Values) ArenaLen() int { return len(vs.arena) }
