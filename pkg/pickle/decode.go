@@ -25,8 +25,9 @@ const (
 	// maxMemoGap is how far past the memo's end a BINPUT may write:
 	// every known pickler writes dense indices.
 	maxMemoGap = 8
-	// chunk is the read size for streamed input.
-	chunk = 1 << 20
+	// chunk is the initial read buffer for streamed input; it doubles as
+	// needed.
+	chunk = 64 << 10
 )
 
 // ErrTruncated is wrapped by errors for input that ends before STOP.
@@ -139,8 +140,10 @@ func (d *Decoder) fill(n int) error {
 		d.buf = d.buf[:d.end]
 	}
 	for d.end < n {
-		if cap(d.buf)-d.end < chunk {
-			grown := make([]byte, d.end, 2*cap(d.buf)+chunk)
+		if d.end == cap(d.buf) {
+			// Grow only when the buffer is full of data that arrived, so
+			// a claimed length costs no more than the bytes that exist.
+			grown := make([]byte, d.end, max(2*cap(d.buf), chunk))
 			copy(grown, d.buf[:d.end])
 			d.buf = grown
 		}
@@ -246,26 +249,10 @@ func (d *Decoder) popMark() ([]Value, error) {
 
 // freeze offers a complete container to the compactor, once.
 func (d *Decoder) freeze(v Value) (Value, error) {
-	if !v.IsContainer() {
-		return v, nil
-	}
-	c := &d.vs.conts[v.N]
-	if c.replaced {
-		return c.alias, nil
-	}
-	if c.frozen || d.compactor == nil {
-		c.frozen = true
-		return v, nil
-	}
-	c.frozen = true
-	r, ok, err := d.compactor.Compact(d.vs, v)
+	r, err := d.vs.Freeze(v, d.compactor)
 	if err != nil {
 		return None, &Error{Offset: d.opStart, Op: opName(d.op), Msg: err.Error()}
 	}
-	if !ok {
-		return v, nil
-	}
-	d.vs.replace(v.N, r)
 	return r, nil
 }
 

@@ -19,6 +19,7 @@
 package pickle
 
 import (
+	"fmt"
 	"math"
 	"math/big"
 )
@@ -227,6 +228,10 @@ func (vs *Values) Uint64(v Value) (uint64, bool) {
 	return 0, false
 }
 
+// BigIntValue returns an int value for b (stored out of line when it does
+// not fit an int64).
+func (vs *Values) BigIntValue(b *big.Int) Value { return vs.bigValue(b) }
+
 func (vs *Values) bigValue(b *big.Int) Value {
 	if b.IsInt64() {
 		return Int(b.Int64())
@@ -333,3 +338,45 @@ func (vs *Values) replace(id uint64, r Value) {
 
 // ArenaLen reports how many item words the store holds (for memory tests).
 func (vs *Values) ArenaLen() int { return len(vs.arena) }
+
+// Freeze declares a container complete and offers it, once, to the
+// compactor c (which may be nil), returning the record that replaces it or
+// the container itself. Decoders call it when a parent takes the container;
+// other front ends (the JSON reader) call it the same way.
+func (vs *Values) Freeze(v Value, c Compactor) (Value, error) {
+	if !v.IsContainer() || v.N >= uint64(len(vs.conts)) {
+		return v, nil
+	}
+	ct := &vs.conts[v.N]
+	if ct.replaced {
+		return ct.alias, nil
+	}
+	if ct.frozen || c == nil {
+		ct.frozen = true
+		return v, nil
+	}
+	ct.frozen = true
+	r, ok, err := c.Compact(vs, v)
+	if err != nil || !ok {
+		return v, err
+	}
+	vs.replace(v.N, r)
+	return r, nil
+}
+
+// Append adds items to the end of a list or set, or key, value pairs to a
+// dict, freezing each item with c first.
+func (vs *Values) Append(target Value, c Compactor, items ...Value) error {
+	if !target.IsContainer() || target.N >= uint64(len(vs.conts)) || vs.conts[target.N].replaced {
+		return fmt.Errorf("append to a %s that is not an open container", target.Kind)
+	}
+	for i := len(items) - 1; i >= 0; i-- {
+		v, err := vs.Freeze(items[i], c)
+		if err != nil {
+			return err
+		}
+		items[i] = v
+	}
+	vs.appendItems(target.N, items...)
+	return nil
+}

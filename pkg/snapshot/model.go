@@ -30,6 +30,9 @@ type Snapshot struct {
 	// Strings holds the interned compile_context and user_metadata texts of
 	// trace entries; index 0 is the empty string.
 	Strings []string
+	// Warnings are inconsistencies found while reading (blocks that do not
+	// tile their segment, ...); analysis goes on regardless.
+	Warnings []string
 	// Features says which optional parts of the schema the file had, so that
 	// reports can say what a figure rests on.
 	Features Features

@@ -1,0 +1,441 @@
+package snapshot
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/memstat/memstat/pkg/pickle"
+)
+
+// Record tags of the values the compactor makes while a file decodes.
+const (
+	tagFrame   uint8 = iota + 1 // N: FrameID
+	tagStack                    // N: StackID
+	tagEntry                    // N: index into builder.entries
+	tagBlock                    // N: index into builder.blocks
+	tagSegment                  // N: index into builder.segments
+	tagHistory                  // N: index into builder.history
+)
+
+// field names the compactor recognises; the order is the index into
+// builder.keyIDs.
+const (
+	kAction = iota
+	kAddr
+	kSize
+	kStream
+	kTimeUS
+	kFrames
+	kCompileContext
+	kUserMetadata
+	kDeviceFree
+	kFilename
+	kName
+	kLine
+	kState
+	kRequestedSize
+	kAddress
+	kHistory
+	kRealSize
+	kBlocks
+	kDevice
+	kTotalSize
+	kAllocatedSize
+	kActiveSize
+	kSegmentType
+	kSegmentPoolID
+	kIsExpandable
+	kCount
+)
+
+var keyNames = [kCount]string{
+	kAction: "action", kAddr: "addr", kSize: "size", kStream: "stream", kTimeUS: "time_us",
+	kFrames: "frames", kCompileContext: "compile_context", kUserMetadata: "user_metadata",
+	kDeviceFree: "device_free", kFilename: "filename", kName: "name", kLine: "line",
+	kState: "state", kRequestedSize: "requested_size", kAddress: "address", kHistory: "history",
+	kRealSize: "real_size", kBlocks: "blocks", kDevice: "device", kTotalSize: "total_size",
+	kAllocatedSize: "allocated_size", kActiveSize: "active_size", kSegmentType: "segment_type",
+	kSegmentPoolID: "segment_pool_id", kIsExpandable: "is_expandable",
+}
+
+// historyEntry is a 2.0 block history item ({addr, real_size, frames}).
+type historyEntry struct {
+	addr      uint64
+	requested int64
+	stack     StackID
+}
+
+// pendingSegment is a segment whose blocks are still in builder.blocks.
+type pendingSegment struct {
+	seg    Segment
+	blocks []uint32 // indices into builder.blocks, in list order
+	// which sizes the file gave (older files lack some).
+	hasAllocated, hasActive, hasRequested bool
+}
+
+// builder is the pickle.Compactor that turns snapshot dicts and lists into
+// typed records while the file decodes, and the state those records live in.
+type builder struct {
+	vs     *pickle.Values
+	stacks *Stacks
+	keyIDs [kCount]uint64
+	// fieldOf maps a small interned string id to its field (+1); 0 = none.
+	fieldOf []uint8
+
+	entries  []TraceEntry
+	blocks   []Block
+	segments []pendingSegment
+	history  []historyEntry
+
+	strs   []string
+	strIdx map[uint64]StrID // pickle string id -> StrID
+
+	features Features
+	frameIDs []FrameID // scratch
+	fields   [kCount]pickle.Value
+	present  [kCount]bool
+}
+
+func newBuilder(vs *pickle.Values) *builder {
+	b := &builder{vs: vs, stacks: NewStacks(), strs: []string{""}, strIdx: map[uint64]StrID{}}
+	maxID := uint64(0)
+	for i, name := range keyNames {
+		id := vs.Str(name).N
+		b.keyIDs[i] = id
+		if id > maxID {
+			maxID = id
+		}
+	}
+	b.fieldOf = make([]uint8, maxID+1)
+	for i, id := range b.keyIDs {
+		b.fieldOf[id] = uint8(i + 1)
+	}
+	return b
+}
+
+// readFields loads the known keys of a dict into b.fields.
+func (b *builder) readFields(items []pickle.Value) {
+	b.present = [kCount]bool{}
+	for i := 0; i+1 < len(items); i += 2 {
+		k := items[i]
+		if k.Kind != pickle.KindString || k.N >= uint64(len(b.fieldOf)) {
+			continue
+		}
+		if f := b.fieldOf[k.N]; f != 0 {
+			b.fields[f-1] = items[i+1]
+			b.present[f-1] = true
+		}
+	}
+}
+
+// Compact implements pickle.Compactor.
+func (b *builder) Compact(vs *pickle.Values, v pickle.Value) (pickle.Value, bool, error) {
+	switch v.Kind {
+	case pickle.KindDict:
+		b.readFields(vs.Items(v))
+		switch {
+		case b.present[kAction]:
+			return b.entry()
+		case b.present[kBlocks]:
+			return b.segment()
+		case b.present[kState]:
+			return b.block()
+		case b.present[kFilename] && b.present[kName]:
+			return b.frame()
+		case b.present[kRealSize]:
+			return b.historyItem()
+		}
+	case pickle.KindList, pickle.KindTuple:
+		items := vs.Items(v)
+		if len(items) == 0 {
+			return v, false, nil
+		}
+		ids := b.frameIDs[:0]
+		for _, it := range items {
+			if it.Kind != pickle.KindRecord || it.Tag != tagFrame {
+				return v, false, nil
+			}
+			ids = append(ids, FrameID(it.N))
+		}
+		b.frameIDs = ids
+		return pickle.Record(tagStack, uint64(b.stacks.InternStack(ids))), true, nil
+	}
+	return v, false, nil
+}
+
+func (b *builder) typeErr(what string, k int, want string) error {
+	return fmt.Errorf("%s: %q is a %s, not %s", what, keyNames[k], b.fields[k].Kind, want)
+}
+
+func (b *builder) int(what string, k int) (int64, error) {
+	if !b.present[k] {
+		return 0, nil
+	}
+	v := b.fields[k]
+	if i, ok := v.AsInt(); ok {
+		return i, nil
+	}
+	if v.Kind == pickle.KindBigInt {
+		if u, ok := b.vs.Uint64(v); ok {
+			return int64(u), nil // a pointer-sized value: keep its bits
+		}
+	}
+	if v.Kind == pickle.KindFloat {
+		// JSON writers may print integral sizes as floats.
+		f, _ := v.AsFloat()
+		if f == math.Trunc(f) && math.Abs(f) < 1<<63 {
+			return int64(f), nil
+		}
+	}
+	return 0, b.typeErr(what, k, "an int")
+}
+
+func (b *builder) uint(what string, k int) (uint64, error) {
+	if !b.present[k] {
+		return 0, nil
+	}
+	if u, ok := b.vs.Uint64(b.fields[k]); ok {
+		return u, nil
+	}
+	i, err := b.int(what, k)
+	return uint64(i), err
+}
+
+func (b *builder) str(k int) string {
+	if !b.present[k] {
+		return ""
+	}
+	return b.vs.Text(b.fields[k])
+}
+
+// stack reads a frames field: a stack record, or an empty list.
+func (b *builder) stack(what string, k int) (StackID, error) {
+	if !b.present[k] {
+		return NoStack, nil
+	}
+	v := b.fields[k]
+	switch {
+	case v.Kind == pickle.KindRecord && v.Tag == tagStack:
+		return StackID(v.N), nil
+	case (v.Kind == pickle.KindList || v.Kind == pickle.KindTuple) && b.vs.Len(v) == 0:
+		return NoStack, nil
+	case v.Kind == pickle.KindNone:
+		return NoStack, nil
+	}
+	return NoStack, fmt.Errorf("%s: %q is not a list of frames ({name, filename, line} dicts)", what, keyNames[k])
+}
+
+func (b *builder) internStr(k int) StrID {
+	if !b.present[k] {
+		return 0
+	}
+	v := b.fields[k]
+	if v.Kind != pickle.KindString {
+		// user_metadata may be a dict in the newest viewer's reading; keep
+		// nothing rather than fail.
+		return 0
+	}
+	if id, ok := b.strIdx[v.N]; ok {
+		return id
+	}
+	id := StrID(len(b.strs))
+	b.strs = append(b.strs, b.vs.Text(v))
+	b.strIdx[v.N] = id
+	return id
+}
+
+func (b *builder) frame() (pickle.Value, bool, error) {
+	line, err := b.int("stack frame", kLine)
+	if err != nil {
+		return pickle.None, false, err
+	}
+	f := Frame{Name: b.str(kName), Filename: b.str(kFilename), Line: line}
+	return pickle.Record(tagFrame, uint64(b.stacks.InternFrame(f))), true, nil
+}
+
+func (b *builder) entry() (pickle.Value, bool, error) {
+	const what = "trace entry"
+	var e TraceEntry
+	e.Action = ParseAction(b.str(kAction))
+	var err error
+	if e.Action == ActionOOM && b.present[kDeviceFree] {
+		e.Addr, err = b.uint(what, kDeviceFree)
+	} else {
+		e.Addr, err = b.uint(what, kAddr)
+	}
+	if err != nil {
+		return pickle.None, false, err
+	}
+	if e.Size, err = b.int(what, kSize); err != nil {
+		return pickle.None, false, err
+	}
+	if e.Stream, err = b.int(what, kStream); err != nil {
+		return pickle.None, false, err
+	}
+	if e.TimeUS, err = b.int(what, kTimeUS); err != nil {
+		return pickle.None, false, err
+	}
+	if e.Stack, err = b.stack(what, kFrames); err != nil {
+		return pickle.None, false, err
+	}
+	b.features.TimeUS = b.features.TimeUS || b.present[kTimeUS]
+	b.features.CompileContext = b.features.CompileContext || b.present[kCompileContext]
+	b.features.UserMetadata = b.features.UserMetadata || b.present[kUserMetadata]
+	e.CompileContext = b.internStr(kCompileContext)
+	e.UserMetadata = b.internStr(kUserMetadata)
+	b.entries = append(b.entries, e)
+	return pickle.Record(tagEntry, uint64(len(b.entries)-1)), true, nil
+}
+
+func (b *builder) historyItem() (pickle.Value, bool, error) {
+	const what = "block history entry"
+	var h historyEntry
+	var err error
+	if h.addr, err = b.uint(what, kAddr); err != nil {
+		return pickle.None, false, err
+	}
+	if h.requested, err = b.int(what, kRealSize); err != nil {
+		return pickle.None, false, err
+	}
+	if h.stack, err = b.stack(what, kFrames); err != nil {
+		return pickle.None, false, err
+	}
+	b.history = append(b.history, h)
+	return pickle.Record(tagHistory, uint64(len(b.history)-1)), true, nil
+}
+
+func parseState(s string) (BlockState, bool) {
+	switch s {
+	case "active_allocated":
+		return ActiveAllocated, true
+	case "active_pending_free", "active_awaiting_free":
+		return ActivePendingFree, true
+	case "inactive":
+		return Inactive, true
+	}
+	return Inactive, false
+}
+
+// addrUnknown marks a block whose file gave no address (2.0 and older); the
+// segment fills it in from the block sizes.
+const addrUnknown = ^uint64(0)
+
+func (b *builder) block() (pickle.Value, bool, error) {
+	const what = "segment block"
+	var bl Block
+	var err error
+	st, ok := parseState(b.str(kState))
+	if !ok {
+		return pickle.None, false, fmt.Errorf("%s: unknown state %q", what, b.str(kState))
+	}
+	bl.State = st
+	if bl.Size, err = b.int(what, kSize); err != nil {
+		return pickle.None, false, err
+	}
+	bl.Address = addrUnknown
+	if b.present[kAddress] {
+		if bl.Address, err = b.uint(what, kAddress); err != nil {
+			return pickle.None, false, err
+		}
+		b.features.BlockAddresses = true
+	}
+	bl.RequestedSize = bl.Size
+	if b.present[kRequestedSize] {
+		if bl.RequestedSize, err = b.int(what, kRequestedSize); err != nil {
+			return pickle.None, false, err
+		}
+	}
+	if b.present[kFrames] {
+		if bl.Stack, err = b.stack(what, kFrames); err != nil {
+			return pickle.None, false, err
+		}
+	} else if b.present[kHistory] {
+		// 2.0: history[0] is the current allocation.
+		b.features.BlockHistory = true
+		hist := b.fields[kHistory]
+		if items := b.vs.Items(hist); len(items) > 0 {
+			if h := items[0]; h.Kind == pickle.KindRecord && h.Tag == tagHistory {
+				he := b.history[h.N]
+				bl.Stack = he.stack
+				bl.RequestedSize = he.requested
+			}
+		}
+	}
+	b.blocks = append(b.blocks, bl)
+	return pickle.Record(tagBlock, uint64(len(b.blocks)-1)), true, nil
+}
+
+func (b *builder) segment() (pickle.Value, bool, error) {
+	const what = "segment"
+	var p pendingSegment
+	s := &p.seg
+	var err error
+	dev, err := b.int(what, kDevice)
+	if err != nil {
+		return pickle.None, false, err
+	}
+	if dev < -1 || dev > 1<<16 {
+		return pickle.None, false, fmt.Errorf("%s: device %d is out of range", what, dev)
+	}
+	s.Device = int(dev)
+	if s.Address, err = b.uint(what, kAddress); err != nil {
+		return pickle.None, false, err
+	}
+	if s.TotalSize, err = b.int(what, kTotalSize); err != nil {
+		return pickle.None, false, err
+	}
+	if s.AllocatedSize, err = b.int(what, kAllocatedSize); err != nil {
+		return pickle.None, false, err
+	}
+	if s.ActiveSize, err = b.int(what, kActiveSize); err != nil {
+		return pickle.None, false, err
+	}
+	if s.RequestedSize, err = b.int(what, kRequestedSize); err != nil {
+		return pickle.None, false, err
+	}
+	p.hasAllocated, p.hasActive, p.hasRequested = b.present[kAllocatedSize], b.present[kActiveSize], b.present[kRequestedSize]
+	if s.Stream, err = b.int(what, kStream); err != nil {
+		return pickle.None, false, err
+	}
+	switch t := b.str(kSegmentType); t {
+	case "small":
+		s.Pool = SmallPool
+	case "large", "":
+		s.Pool = LargePool
+	default:
+		return pickle.None, false, fmt.Errorf("%s: unknown segment_type %q", what, t)
+	}
+	if b.present[kSegmentPoolID] {
+		items := b.vs.Items(b.fields[kSegmentPoolID])
+		if len(items) != 2 {
+			return pickle.None, false, fmt.Errorf("%s: segment_pool_id is not a pair of ints", what)
+		}
+		for i := range 2 {
+			x, ok := items[i].AsInt()
+			if !ok {
+				return pickle.None, false, fmt.Errorf("%s: segment_pool_id is not a pair of ints", what)
+			}
+			s.PoolID[i] = x
+		}
+	}
+	if b.present[kIsExpandable] {
+		if x, ok := b.fields[kIsExpandable].AsBool(); ok {
+			s.Expandable = x
+		}
+	}
+	if s.Stack, err = b.stack(what, kFrames); err != nil {
+		return pickle.None, false, err
+	}
+	blocks := b.fields[kBlocks]
+	if blocks.Kind != pickle.KindList && blocks.Kind != pickle.KindTuple {
+		return pickle.None, false, fmt.Errorf("%s: \"blocks\" is a %s, not a list", what, blocks.Kind)
+	}
+	for _, it := range b.vs.Items(blocks) {
+		if it.Kind != pickle.KindRecord || it.Tag != tagBlock {
+			return pickle.None, false, fmt.Errorf("%s: a block is not a {size, state, ...} dict", what)
+		}
+		p.blocks = append(p.blocks, uint32(it.N))
+	}
+	b.segments = append(b.segments, p)
+	return pickle.Record(tagSegment, uint64(len(b.segments)-1)), true, nil
+}

@@ -1,0 +1,99 @@
+package snapshot
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/big"
+	"strconv"
+
+	"github.com/memstat/memstat/pkg/pickle"
+)
+
+// maxJSONDepth bounds nesting; snapshots nest six levels deep.
+const maxJSONDepth = 512
+
+// readJSON reads the JSON form of a snapshot (what the newest web viewer and
+// Mosaic accept) into the same values and records a pickle decodes to, so
+// one assembler serves both.
+func readJSON(r io.Reader, vs *pickle.Values, c pickle.Compactor) (pickle.Value, error) {
+	dec := json.NewDecoder(r)
+	dec.UseNumber()
+	type level struct {
+		kind  pickle.Kind
+		items []pickle.Value
+	}
+	var stack []level
+	var result pickle.Value
+	done := false
+	put := func(v pickle.Value) {
+		if len(stack) == 0 {
+			result, done = v, true
+			return
+		}
+		top := &stack[len(stack)-1]
+		top.items = append(top.items, v)
+	}
+	for !done {
+		tok, err := dec.Token()
+		if err != nil {
+			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+				return pickle.None, fmt.Errorf("JSON ends early at offset %d (truncated file?)", dec.InputOffset())
+			}
+			return pickle.None, fmt.Errorf("bad JSON at offset %d: %v", dec.InputOffset(), err)
+		}
+		switch t := tok.(type) {
+		case json.Delim:
+			switch t {
+			case '{', '[':
+				if len(stack) >= maxJSONDepth {
+					return pickle.None, fmt.Errorf("JSON nests deeper than %d levels", maxJSONDepth)
+				}
+				k := pickle.KindList
+				if t == '{' {
+					k = pickle.KindDict
+				}
+				stack = append(stack, level{kind: k})
+			case '}', ']':
+				top := stack[len(stack)-1]
+				stack = stack[:len(stack)-1]
+				v := vs.NewContainer(top.kind)
+				if err := vs.Append(v, c, top.items...); err != nil {
+					return pickle.None, err
+				}
+				put(v)
+			}
+		case string:
+			put(vs.Str(t))
+		case json.Number:
+			v, err := jsonNumber(vs, string(t))
+			if err != nil {
+				return pickle.None, err
+			}
+			put(v)
+		case bool:
+			put(pickle.Bool(t))
+		case nil:
+			put(pickle.None)
+		}
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return pickle.None, fmt.Errorf("bad JSON: data after the top-level value at offset %d", dec.InputOffset())
+	}
+	return vs.Freeze(result, c)
+}
+
+func jsonNumber(vs *pickle.Values, s string) (pickle.Value, error) {
+	if i, err := strconv.ParseInt(s, 10, 64); err == nil {
+		return pickle.Int(i), nil
+	}
+	if x, ok := new(big.Int).SetString(s, 10); ok {
+		return vs.BigIntValue(x), nil
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return pickle.None, fmt.Errorf("bad JSON number %q", s)
+	}
+	return pickle.Float(f), nil
+}

@@ -1,0 +1,436 @@
+package snapshot
+
+import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/memstat/memstat/pkg/pickle"
+)
+
+// InputError is a file memstat cannot read as a snapshot. Its message is
+// one line that names the file and what is wrong.
+type InputError struct {
+	File string
+	Err  error
+}
+
+func (e *InputError) Error() string { return e.File + ": " + e.Err.Error() }
+func (e *InputError) Unwrap() error { return e.Err }
+
+// ErrNotSnapshot is wrapped by errors for files that decode but are not a
+// memory snapshot.
+var ErrNotSnapshot = errors.New("not a memory snapshot")
+
+// maxGzipRatio bounds how much a gzip file may expand, so a compression bomb
+// cannot exhaust memory; real snapshot pickles compress far less.
+const maxGzipRatio = 200
+
+// Load reads a snapshot file: a pickle (protocol 0-5), its gzip, or the JSON
+// form the newest web viewer reads. "-" reads standard input.
+func Load(path string) (*Snapshot, error) {
+	var r io.Reader
+	var size int64 = -1
+	if path == "-" {
+		r = os.Stdin
+	} else {
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, &InputError{File: path, Err: errors.Unwrap(err)}
+		}
+		defer f.Close()
+		if st, err := f.Stat(); err == nil {
+			if st.IsDir() {
+				return nil, &InputError{File: path, Err: errors.New("is a directory, not a snapshot file")}
+			}
+			size = st.Size()
+		}
+		r = f
+	}
+	s, err := Read(r, size)
+	if err != nil {
+		return nil, &InputError{File: path, Err: err}
+	}
+	return s, nil
+}
+
+// Read decodes a snapshot from r; size is the input's length if known
+// (-1 otherwise), used only to bound gzip expansion.
+func Read(r io.Reader, size int64) (*Snapshot, error) {
+	bufSize := 1 << 20
+	if size >= 0 && size < int64(bufSize) {
+		bufSize = max(int(size), 16)
+	}
+	br := bufio.NewReaderSize(r, bufSize)
+	head, err := br.Peek(4)
+	if len(head) == 0 {
+		if err != nil && err != io.EOF {
+			return nil, err
+		}
+		return nil, errors.New("empty file, not a snapshot")
+	}
+	var features Features
+	var in io.Reader = br
+	if len(head) >= 2 && head[0] == 0x1f && head[1] == 0x8b {
+		zr, err := gzip.NewReader(br)
+		if err != nil {
+			return nil, fmt.Errorf("bad gzip data: %v", err)
+		}
+		limit := int64(1 << 30)
+		if size > 0 && size*maxGzipRatio > limit {
+			limit = size * maxGzipRatio
+		}
+		in = &limitReader{r: zr, left: limit}
+		features.Gzip = true
+		br = bufio.NewReaderSize(in, 1<<20)
+		in = br
+		if head, err = br.Peek(4); len(head) == 0 {
+			if err != nil && err != io.EOF {
+				return nil, fmt.Errorf("bad gzip data: %v", err)
+			}
+			return nil, errors.New("gzip file holds no data")
+		}
+	}
+	if bytes.HasPrefix(head, []byte("PK\x03\x04")) {
+		return nil, errors.New("is a zip archive (a torch.save checkpoint?), not a memory snapshot; write one with torch.cuda.memory._dump_snapshot()")
+	}
+	vs := pickle.NewValues()
+	b := newBuilder(vs)
+	var top pickle.Value
+	if isJSONStart(head) {
+		features.JSON = true
+		top, err = readJSON(br, vs, b)
+		if err != nil {
+			return nil, err
+		}
+	} else {
+		d := pickle.NewDecoder(in, vs, b)
+		top, err = d.Decode()
+		if err != nil {
+			return nil, explainPickleError(err, head)
+		}
+		features.PickleProtocol = d.Protocol()
+	}
+	s, err := b.assemble(top)
+	if err != nil {
+		return nil, err
+	}
+	s.Features.JSON, s.Features.Gzip, s.Features.PickleProtocol = features.JSON, features.Gzip, features.PickleProtocol
+	return s, nil
+}
+
+func isJSONStart(head []byte) bool {
+	for _, c := range head {
+		switch c {
+		case ' ', '\t', '\n', '\r':
+			continue
+		case '{':
+			return true
+		}
+		return false
+	}
+	return false
+}
+
+// explainPickleError adds what the file probably is to a decoding error.
+func explainPickleError(err error, head []byte) error {
+	var pe *pickle.Error
+	if errors.As(err, &pe) && errors.Is(err, pickle.ErrRefused) && (pe.Op == "GLOBAL" || pe.Op == "STACK_GLOBAL") {
+		return fmt.Errorf("%w (a torch.save file or another Python object, not a memory snapshot)", err)
+	}
+	if head[0] != 0x80 && looksLikeText(head) && !errors.Is(err, pickle.ErrTruncated) {
+		return fmt.Errorf("not a snapshot: looks like a text file, not a pickle (%v)", err)
+	}
+	return err
+}
+
+func looksLikeText(b []byte) bool {
+	if !utf8.Valid(b) {
+		return false
+	}
+	for _, c := range b {
+		if c < 0x20 && c != '\n' && c != '\r' && c != '\t' {
+			return false
+		}
+	}
+	return true
+}
+
+type limitReader struct {
+	r    io.Reader
+	left int64
+}
+
+func (l *limitReader) Read(p []byte) (int, error) {
+	if l.left <= 0 {
+		return 0, fmt.Errorf("gzip data expands to more than %d bytes (over %dx the file size); refusing a possible compression bomb", l.left, maxGzipRatio)
+	}
+	if int64(len(p)) > l.left {
+		p = p[:l.left]
+	}
+	n, err := l.r.Read(p)
+	l.left -= int64(n)
+	return n, err
+}
+
+// assemble turns the decoded top-level value into a Snapshot.
+func (b *builder) assemble(top pickle.Value) (*Snapshot, error) {
+	vs := b.vs
+	s := &Snapshot{Stacks: b.stacks}
+	var segList pickle.Value
+	switch top.Kind {
+	case pickle.KindList, pickle.KindTuple:
+		// 1.13: a bare list of segments.
+		s.Features.BareSegmentList = true
+		segList = top
+	case pickle.KindDict:
+		v, ok := vs.Get(top, "segments")
+		if !ok {
+			return nil, fmt.Errorf("%w: the pickle is a dict with keys %s, expected \"segments\" and \"device_traces\"", ErrNotSnapshot, keyList(vs, top))
+		}
+		segList = v
+		if tr, ok := vs.Get(top, "device_traces"); ok {
+			if err := b.traces(s, tr); err != nil {
+				return nil, err
+			}
+		}
+		if st, ok := vs.Get(top, "allocator_settings"); ok && st.Kind == pickle.KindDict {
+			s.Settings = settings(vs, st)
+			s.Features.AllocatorSetting = true
+		}
+		if an, ok := vs.Get(top, "external_annotations"); ok {
+			s.Annotations = annotations(vs, an)
+			s.Features.Annotations = true
+		}
+	case pickle.KindRecord:
+		return nil, fmt.Errorf("%w: the pickle holds a single %s, not a snapshot dict", ErrNotSnapshot, recordName(top.Tag))
+	default:
+		return nil, fmt.Errorf("%w: the pickle holds a %s, expected a dict with \"segments\" and \"device_traces\"", ErrNotSnapshot, top.Kind)
+	}
+	if segList.Kind != pickle.KindList && segList.Kind != pickle.KindTuple {
+		return nil, fmt.Errorf("%w: \"segments\" is a %s, not a list", ErrNotSnapshot, segList.Kind)
+	}
+	for i, it := range vs.Items(segList) {
+		if it.Kind != pickle.KindRecord || it.Tag != tagSegment {
+			return nil, fmt.Errorf("%w: segments[%d] is not a segment dict (with \"blocks\")", ErrNotSnapshot, i)
+		}
+		s.Segments = append(s.Segments, b.finishSegment(&b.segments[it.N], &s.Warnings))
+	}
+	s.Strings = b.strs
+	s.Features = mergeFeatures(s.Features, b.features)
+	b.blocks, b.segments, b.history, b.entries = nil, nil, nil, nil
+	return s, nil
+}
+
+func mergeFeatures(a, b Features) Features {
+	a.BlockHistory = a.BlockHistory || b.BlockHistory
+	a.BlockAddresses = a.BlockAddresses || b.BlockAddresses
+	a.TimeUS = a.TimeUS || b.TimeUS
+	a.CompileContext = a.CompileContext || b.CompileContext
+	a.UserMetadata = a.UserMetadata || b.UserMetadata
+	return a
+}
+
+func recordName(tag uint8) string {
+	switch tag {
+	case tagFrame:
+		return "stack frame"
+	case tagStack:
+		return "stack"
+	case tagEntry:
+		return "trace entry"
+	case tagBlock:
+		return "block"
+	case tagSegment:
+		return "segment"
+	}
+	return "record"
+}
+
+func keyList(vs *pickle.Values, dict pickle.Value) string {
+	items := vs.Items(dict)
+	var keys []string
+	for i := 0; i+1 < len(items) && len(keys) < 8; i += 2 {
+		keys = append(keys, fmt.Sprintf("%q", vs.Text(items[i])))
+	}
+	if len(keys) == 0 {
+		return "(none)"
+	}
+	return "[" + strings.Join(keys, ", ") + "]"
+}
+
+// finishSegment copies a segment's blocks out of the builder, fills what
+// older files leave out, and notes inconsistencies as warnings.
+func (b *builder) finishSegment(p *pendingSegment, warnings *[]string) Segment {
+	s := p.seg
+	s.Blocks = make([]Block, len(p.blocks))
+	addr := s.Address
+	var total, allocated, active, requested int64
+	for i, idx := range p.blocks {
+		bl := b.blocks[idx]
+		if bl.Address == addrUnknown {
+			bl.Address = addr
+		}
+		addr = bl.Address + uint64(bl.Size)
+		total += bl.Size
+		switch bl.State {
+		case ActiveAllocated:
+			allocated += bl.Size
+			active += bl.Size
+			requested += bl.RequestedSize
+		case ActivePendingFree:
+			active += bl.Size
+			requested += bl.RequestedSize
+		}
+		s.Blocks[i] = bl
+	}
+	if s.TotalSize == 0 {
+		s.TotalSize = total
+	}
+	if !p.hasAllocated {
+		s.AllocatedSize = allocated
+	}
+	if !p.hasActive {
+		s.ActiveSize = active
+	}
+	if !p.hasRequested {
+		s.RequestedSize = requested
+	}
+	if total != s.TotalSize {
+		*warnings = append(*warnings, fmt.Sprintf("segment 0x%x (device %d): block sizes add up to %d, not total_size %d", s.Address, s.Device, total, s.TotalSize))
+	}
+	next := s.Address
+	for _, bl := range s.Blocks {
+		if bl.Address != next {
+			*warnings = append(*warnings, fmt.Sprintf("segment 0x%x (device %d): block at 0x%x does not follow the previous block (expected 0x%x)", s.Address, s.Device, bl.Address, next))
+			break
+		}
+		next = bl.Address + uint64(bl.Size)
+	}
+	return s
+}
+
+// traces reads device_traces: a list with one list of entries per device.
+func (b *builder) traces(s *Snapshot, v pickle.Value) error {
+	vs := b.vs
+	if v.Kind != pickle.KindList && v.Kind != pickle.KindTuple {
+		return fmt.Errorf("%w: \"device_traces\" is a %s, not a list", ErrNotSnapshot, v.Kind)
+	}
+	for d, dev := range vs.Items(v) {
+		if dev.Kind != pickle.KindList && dev.Kind != pickle.KindTuple {
+			return fmt.Errorf("%w: device_traces[%d] is a %s, not a list", ErrNotSnapshot, d, dev.Kind)
+		}
+		items := vs.Items(dev)
+		trace := make([]TraceEntry, len(items))
+		for i, it := range items {
+			if it.Kind != pickle.KindRecord || it.Tag != tagEntry {
+				return fmt.Errorf("%w: device_traces[%d][%d] is not a trace entry dict (with \"action\")", ErrNotSnapshot, d, i)
+			}
+			trace[i] = b.entries[it.N]
+		}
+		s.Traces = append(s.Traces, trace)
+	}
+	return nil
+}
+
+func settings(vs *pickle.Values, d pickle.Value) *AllocatorSettings {
+	st := &AllocatorSettings{MaxSplitSize: -1}
+	items := vs.Items(d)
+	for i := 0; i+1 < len(items); i += 2 {
+		key := vs.Text(items[i])
+		val := items[i+1]
+		switch key {
+		case "PYTORCH_CUDA_ALLOC_CONF":
+			st.AllocConf = vs.Text(val)
+		case "max_split_size":
+			if x, ok := val.AsInt(); ok {
+				st.MaxSplitSize = x
+			} else if u, ok := vs.Uint64(val); ok {
+				// SIZE_MAX written unsigned means unlimited too.
+				if u > 1<<62 {
+					st.MaxSplitSize = -1
+				}
+			}
+		case "garbage_collection_threshold":
+			st.GarbageCollectionThreshold, _ = val.AsFloat()
+		case "expandable_segments":
+			st.ExpandableSegments, _ = val.AsBool()
+		case "release_lock_on_cudamalloc":
+			st.ReleaseLockOnCudaMalloc, _ = val.AsBool()
+		case "roundup_power2_divisions":
+			rd := vs.Items(val)
+			for j := 0; j+1 < len(rd); j += 2 {
+				var mib int64
+				if _, err := fmt.Sscan(vs.Text(rd[j]), &mib); err != nil || mib <= 0 {
+					continue
+				}
+				idx := 0
+				for m := mib; m > 1; m >>= 1 {
+					idx++
+				}
+				if idx < 16 {
+					st.RoundupPower2Divisions[idx], _ = rd[j+1].AsInt()
+				}
+			}
+		default:
+			st.Other = append(st.Other, KeyValue{Key: key, Value: display(vs, val)})
+		}
+	}
+	return st
+}
+
+// display renders a small value as Python would print it.
+func display(vs *pickle.Values, v pickle.Value) string {
+	switch v.Kind {
+	case pickle.KindNone:
+		return "None"
+	case pickle.KindBool:
+		if v.N != 0 {
+			return "True"
+		}
+		return "False"
+	case pickle.KindInt:
+		return fmt.Sprint(int64(v.N))
+	case pickle.KindBigInt:
+		return vs.BigInt(v).String()
+	case pickle.KindFloat:
+		f, _ := v.AsFloat()
+		return fmt.Sprint(f)
+	case pickle.KindString:
+		return vs.Text(v)
+	}
+	return "<" + v.Kind.String() + ">"
+}
+
+func annotations(vs *pickle.Values, v pickle.Value) []Annotation {
+	var out []Annotation
+	for _, it := range vs.Items(v) {
+		if it.Kind != pickle.KindDict {
+			continue
+		}
+		var a Annotation
+		if x, ok := vs.Get(it, "device"); ok {
+			d, _ := x.AsInt()
+			a.Device = int(d)
+		}
+		if x, ok := vs.Get(it, "time_us"); ok {
+			a.TimeUS, _ = x.AsInt()
+		}
+		if x, ok := vs.Get(it, "name"); ok {
+			a.Name = vs.Text(x)
+		}
+		if x, ok := vs.Get(it, "stage"); ok {
+			a.Stage = vs.Text(x)
+		}
+		out = append(out, a)
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].TimeUS < out[j].TimeUS })
+	return out
+}
