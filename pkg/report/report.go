@@ -1,0 +1,80 @@
+// Package report turns memstat's analysis results into output: tables whose
+// rows carry both raw values (for JSON and CSV) and the text people read,
+// and one small renderer per format (text, markdown, CSV, JSON). Like
+// pprof's report package, it knows nothing about where the figures came
+// from.
+package report
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+)
+
+// Format is an output format.
+type Format string
+
+// Output formats.
+const (
+	Text     Format = "text"
+	JSON     Format = "json"
+	Markdown Format = "markdown"
+	CSV      Format = "csv"
+)
+
+// WriteJSON writes v as indented JSON followed by a newline.
+func WriteJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}
+
+// Size formats a byte count the way PyTorch's tools print sizes in text:
+// "512 B", "1.5 KiB", "20.0 MiB", "1.5 GiB". Negative sizes keep their sign.
+func Size(n int64) string {
+	if n < 0 {
+		if n == math.MinInt64 {
+			return "-8.0 EiB"
+		}
+		return "-" + Size(-n)
+	}
+	if n < 1024 {
+		return fmt.Sprintf("%d B", n)
+	}
+	units := []string{"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"}
+	f := float64(n) / 1024
+	for i, u := range units {
+		if f < 1024 || i == len(units)-1 {
+			return fmt.Sprintf("%.1f %s", f, u)
+		}
+		f /= 1024
+	}
+	return ""
+}
+
+// SignedSize formats a change in bytes with an explicit sign ("+1.5 GiB",
+// "-512 B", "0 B").
+func SignedSize(n int64) string {
+	if n > 0 {
+		return "+" + Size(n)
+	}
+	return Size(n)
+}
+
+// Percent formats a fraction as a percentage with one decimal ("12.5%").
+func Percent(f float64) string {
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f%%", 100*f)
+}
+
+// Ratio returns a/b, or 0 when b is 0.
+func Ratio(a, b int64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return float64(a) / float64(b)
+}
