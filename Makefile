@@ -1,0 +1,48 @@
+# memstat: build, run the main job on the embedded default, test, benchmark.
+GO      ?= go
+BIN     := bin/memstat
+OUT     := out
+PKGS    := ./...
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -s -w -X github.com/memstat/memstat/internal/command/root.Version=$(VERSION)
+
+.PHONY: all build run test vet fuzz bench install clean
+
+all: build
+
+# A single static binary: no cgo, no Python, no torch.
+build:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/memstat
+
+# The main job: record the default workload on the embedded allocator and
+# print its memory_stats.
+run: build
+	@mkdir -p $(OUT)
+	$(BIN) record -o $(OUT)/default.pickle
+	$(BIN) stats $(OUT)/default.pickle
+
+vet:
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
+	$(GO) vet $(PKGS)
+
+# Unit, golden, differential (CPython, gopickle) and real-snapshot tests;
+# tests that need ../shared/testdata/real or python3 skip with a message
+# when those are absent.
+test: vet
+	$(GO) test -count=1 $(PKGS)
+
+# A short run of every fuzz target (CI runs this too).
+FUZZTIME ?= 20s
+fuzz:
+	$(GO) test -run='^$$' -fuzz='^FuzzDecode$$' -fuzztime=$(FUZZTIME) ./pkg/pickle
+	$(GO) test -run='^$$' -fuzz='^FuzzRead$$' -fuzztime=$(FUZZTIME) ./pkg/snapshot
+
+# Benchmarks; figures go to BENCHMARKS.md (see bench/run.sh).
+bench: build
+	./bench/run.sh
+
+install:
+	CGO_ENABLED=0 $(GO) install -trimpath -ldflags '$(LDFLAGS)' ./cmd/memstat
+
+clean:
+	rm -rf bin $(OUT)
