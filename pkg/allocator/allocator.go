@@ -1,0 +1,714 @@
+package allocator
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+
+	"github.com/memstat/memstat/pkg/snapshot"
+)
+
+// Options describe the simulated device and the harness around the
+// allocator. The zero value is an unlimited device with default placement
+// and a deterministic clock.
+type Options struct {
+	// Device is the device ordinal reported in snapshots and OOM messages.
+	Device int
+	// Capacity is the physical memory the allocator may obtain (cudaMalloc
+	// fails beyond it); 0 means unlimited.
+	Capacity int64
+	// TotalMemory is cudaDeviceProp.totalGlobalMem; it sizes expandable
+	// segments' address reservations. Defaults to Capacity, or 80 GiB when
+	// the capacity is unlimited.
+	TotalMemory int64
+	// BaseAddress is where the default placement starts (0x7f0000000000 if
+	// zero).
+	BaseAddress uint64
+	// SegmentAddress, when set, is asked for the address of every new
+	// cudaMalloc'd segment and every new expandable-segment reservation,
+	// just before it is created (so a failed cudaMalloc asks nothing).
+	// Returning ok=false falls back to the default placement. A replay
+	// driver uses it to give each segment the address the recorded trace
+	// shows, which best fit's lowest-address tie-break depends on.
+	SegmentAddress func(req SegmentRequest) (addr uint64, ok bool)
+	// Clock returns the Unix-epoch microseconds stamped on trace entries.
+	// The default is a deterministic clock that advances one microsecond
+	// per entry, so that simulations are reproducible.
+	Clock func() int64
+	// Stacks is the table the StackIDs passed to the allocator refer to;
+	// Snapshot puts it into the snapshot it returns. May be nil.
+	Stacks *snapshot.Stacks
+}
+
+// deterministicEpoch is where the default clock starts: 2024-01-01 UTC.
+const deterministicEpoch = 1704067200000000
+
+// Allocator simulates one device's CUDA caching allocator (PyTorch's native
+// DeviceCachingAllocator), decision for decision: rounding, pools, best fit,
+// splitting, merging, streams and deferred frees, expandable segments,
+// garbage collection, the OOM fallbacks, statistics, the trace and the
+// snapshot.
+//
+// Memory is identified by device address, as a storage's data pointer is
+// in PyTorch. An Allocator is not safe for concurrent use; independent
+// Allocators share nothing, so what-if runs can proceed in parallel.
+type Allocator struct {
+	cfg   Config
+	v     Version
+	dev   *Device
+	small blockPool
+	large blockPool
+
+	regions regions
+	// allocated maps the address of every handed-out block to it
+	// (NativeCachingAllocator's allocated_blocks).
+	allocated addrTable
+	// pending maps the address of every freed block still waiting for
+	// events to it.
+	pending addrTable
+	// streams holds the outstanding events per stream, sorted by stream
+	// (PyTorch iterates a hash map; a fixed order keeps runs reproducible).
+	streams  []*streamQueue
+	eventSeq uint64
+	nEvents  int
+
+	stats Stats
+	// fractionSet and allowedMax model set_per_process_memory_fraction.
+	fractionSet bool
+	allowedMax  int64
+
+	hist   history
+	clock  func() int64
+	tick   int64
+	stacks *snapshot.Stacks
+	// mute suppresses trace entries while a starting state is seeded.
+	mute bool
+	// spare recycles block objects released by merges and frees, so the
+	// steady state allocates nothing.
+	spare  []*block
+	forced int64
+}
+
+// streamQueue is one stream's FIFO of outstanding events (cuda_events).
+type streamQueue struct {
+	stream int64
+	events []event
+	// done: events with seq <= done have completed on the device.
+	done uint64
+}
+
+type event struct {
+	b   *block
+	seq uint64
+}
+
+// New creates an allocator with the given configuration on a fresh device.
+// Like PyTorch it copies max_split_size into the statistics once, and
+// applies the configuration's per_process_memory_fraction (2.10+).
+func New(cfg Config, opts Options) (*Allocator, error) {
+	if cfg.Version < V2_0 {
+		return nil, errors.New("allocator: configuration has no version (use DefaultConfig or ParseConfig)")
+	}
+	if opts.Capacity < 0 || opts.TotalMemory < 0 {
+		return nil, errors.New("allocator: negative device capacity")
+	}
+	a := &Allocator{
+		cfg:    cfg,
+		v:      cfg.Version,
+		dev:    newDevice(&opts),
+		small:  blockPool{small: true},
+		clock:  opts.Clock,
+		tick:   deterministicEpoch,
+		stacks: opts.Stacks,
+	}
+	a.hist.ring.setMax(1)
+	a.stats.MaxSplitSize = cfg.maxSplitStat()
+	if cfg.Version.fractionOneUnlimited() && cfg.PerProcessMemoryFraction < 1 {
+		if err := a.SetMemoryFraction(cfg.PerProcessMemoryFraction); err != nil {
+			return nil, err
+		}
+	}
+	return a, nil
+}
+
+// Config returns the configuration in force.
+func (a *Allocator) Config() Config { return a.cfg }
+
+// Version is the PyTorch version being simulated.
+func (a *Allocator) Version() Version { return a.v }
+
+// Device returns the simulated device.
+func (a *Allocator) Device() *Device { return a.dev }
+
+// Stats returns a copy of the statistics.
+func (a *Allocator) Stats() Stats { return a.stats }
+
+// MemoryStats returns torch.cuda.memory_stats(): PyTorch's flat keys with
+// their values, sorted by key as PyTorch sorts them.
+func (a *Allocator) MemoryStats() []KeyValue { return a.stats.memoryStats(a.v) }
+
+// ResetPeakStats is torch.cuda.reset_peak_memory_stats: every peak becomes
+// the current value.
+func (a *Allocator) ResetPeakStats() { a.stats.resetPeak() }
+
+// ResetAccumulatedStats is torch.cuda.reset_accumulated_memory_stats: the
+// allocated/freed totals and the event counters go back to zero.
+func (a *Allocator) ResetAccumulatedStats() { a.stats.resetAccumulated() }
+
+// SetAllocatorSettings is torch.cuda.memory._set_allocator_settings: the
+// string is parsed on top of the current configuration (see
+// Config.Reparse). The max_split_size statistic keeps its old value, as in
+// PyTorch.
+func (a *Allocator) SetAllocatorSettings(s string) error {
+	cfg, err := a.cfg.Reparse(s)
+	if err != nil {
+		return err
+	}
+	a.cfg = cfg
+	return nil
+}
+
+// SetMemoryFraction is torch.cuda.set_per_process_memory_fraction: from
+// then on a segment is only obtained while reserved memory stays within
+// fraction × device memory. Up to 2.9 any call (even 1.0) sets the limit
+// and enables garbage collection; from 2.10 a fraction of 1.0 removes it.
+func (a *Allocator) SetMemoryFraction(fraction float64) error {
+	if !(fraction >= 0 && fraction <= 1) {
+		return fmt.Errorf("Invalid fraction value: %s. Allowed range: 0~1", pyFloat(fraction))
+	}
+	if a.v.fractionOneUnlimited() {
+		a.fractionSet, a.allowedMax = false, 0
+		if fraction < 1 {
+			a.fractionSet = true
+			a.allowedMax = int64(fraction * float64(a.dev.totalMemory))
+		}
+		return nil
+	}
+	_, total := a.dev.MemGetInfo()
+	a.fractionSet = true
+	a.allowedMax = int64(fraction * float64(total))
+	return nil
+}
+
+// MemoryFraction is torch.cuda.get_per_process_memory_fraction.
+func (a *Allocator) MemoryFraction() float64 {
+	if !a.fractionSet {
+		return 1
+	}
+	total := a.dev.totalMemory
+	if !a.v.fractionOneUnlimited() {
+		_, total = a.dev.MemGetInfo()
+	}
+	return float64(a.allowedMax) / float64(total)
+}
+
+func pyFloat(f float64) string {
+	s := strconv.FormatFloat(f, 'g', -1, 64)
+	if f == float64(int64(f)) && !slices.Contains([]byte(s), 'e') {
+		s += ".0"
+	}
+	return s
+}
+
+// gcEnabled: garbage collection (and its age bookkeeping) runs only with a
+// memory fraction and a positive threshold.
+func (a *Allocator) gcEnabled() bool {
+	return a.fractionSet && a.cfg.GarbageCollectionThreshold > 0
+}
+
+func (a *Allocator) poolFor(size int64) *blockPool {
+	if size <= SmallSize {
+		return &a.small
+	}
+	return &a.large
+}
+
+func (a *Allocator) newBlock() *block {
+	if n := len(a.spare); n > 0 {
+		b := a.spare[n-1]
+		a.spare = a.spare[:n-1]
+		return b
+	}
+	return new(block)
+}
+
+func (a *Allocator) recycle(b *block) {
+	*b = block{}
+	a.spare = append(a.spare, b)
+}
+
+// context is maybeGatherContext: the caller's stack is kept only when the
+// history's context level reaches the level the call site asks for.
+func (a *Allocator) context(level ContextLevel, stack snapshot.StackID) snapshot.StackID {
+	if a.hist.context < level {
+		return snapshot.NoStack
+	}
+	return stack
+}
+
+func orStack(s, fallback snapshot.StackID) snapshot.StackID {
+	if s != snapshot.NoStack {
+		return s
+	}
+	return fallback
+}
+
+// Malloc serves a request of size bytes on a stream, as
+// NativeCachingAllocator::allocate does for a new tensor storage, and
+// returns the block's address. stack is the caller's stack for the trace
+// and snapshot (snapshot.NoStack if none).
+//
+// A request of 0 bytes returns address 0 without touching the allocator.
+// Requests of 1 EiB or more fail at once with an *OOMError, without
+// statistics or trace. When no memory can be found the error is an
+// *OOMError with PyTorch's message for the version.
+func (a *Allocator) Malloc(size int64, stream int64, stack snapshot.StackID) (uint64, error) {
+	switch {
+	case size < 0:
+		return 0, fmt.Errorf("allocator: negative allocation size %d", size)
+	case size >= OneEiB:
+		return 0, &OOMError{Version: a.v, Device: a.dev.index, RequestedSize: size, OverOneEiB: true}
+	case size == 0:
+		return 0, nil
+	}
+	ctx := a.context(ContextState, stack)
+	if a.nEvents > 0 {
+		a.processEvents(ctx)
+	}
+	b, err := a.malloc(size, stream, ctx)
+	if err != nil {
+		return 0, err
+	}
+	a.allocated.put(b.addr, b)
+	return b.addr, nil
+}
+
+// allocParams is AllocParams: one request as it moves through the search
+// and the fallbacks.
+type allocParams struct {
+	size       int64 // rounded
+	allocSize  int64 // what a cache miss cudaMallocs
+	stream     int64
+	pool       *blockPool
+	expandable bool // expandable segments active for this request
+	block      *block
+}
+
+func (a *Allocator) malloc(orig int64, stream int64, ctx snapshot.StackID) (*block, error) {
+	size := roundSize(orig, &a.cfg.RoundupPower2Divisions, a.v)
+	p := allocParams{
+		size:       size,
+		allocSize:  AllocationSize(size),
+		stream:     stream,
+		pool:       a.poolFor(size),
+		expandable: a.cfg.ExpandableSegments && a.v.hasExpandableSegments(),
+	}
+	if !a.getFreeBlock(&p) {
+		found, err := a.allocateWithFallbacks(&p, ctx)
+		if err != nil {
+			return nil, err
+		}
+		if !found {
+			return nil, a.outOfMemory(&p, orig, ctx)
+		}
+	}
+	return a.allocFoundBlock(&p, orig, ctx, a.shouldSplit(p.block, size, p.expandable)), nil
+}
+
+// allocateWithFallbacks runs the cache-miss path: garbage collection, a new
+// segment, then freeing oversize cached blocks, then freeing every cached
+// segment and retrying (each step only if the previous ones failed).
+func (a *Allocator) allocateWithFallbacks(p *allocParams, ctx snapshot.StackID) (bool, error) {
+	if a.gcEnabled() {
+		if err := a.garbageCollect(ctx); err != nil {
+			return false, err
+		}
+	}
+	if ok, err := a.allocBlock(p, false, ctx); ok || err != nil {
+		return ok, err
+	}
+	released, err := a.releaseAvailableCachedBlocks(p, ctx)
+	if err != nil {
+		return false, err
+	}
+	if released {
+		if ok, err := a.allocBlock(p, false, ctx); ok || err != nil {
+			return ok, err
+		}
+	}
+	a.releaseCachedBlocks(ctx)
+	return a.allocBlock(p, true, ctx)
+}
+
+// getFreeBlock is get_free_block: best fit on the request's stream, with
+// the expandable-size walk and the two oversize rules.
+func (a *Allocator) getFreeBlock(p *allocParams) bool {
+	pool := p.pool
+	if a.gcEnabled() {
+		pool.freeCalls++
+	}
+	it, ok := pool.blocks.lowerBound(freeKey{p.stream, p.size, 0})
+	if !ok || it.k.stream != p.stream {
+		return false
+	}
+	b := it.b
+	if b.expandable() {
+		if p.expandable {
+			// For best fit an expandable block counts with the unmapped
+			// space right after it; move on while the next candidate's
+			// expandable size is strictly smaller.
+			for b.expandable() {
+				nx, ok := pool.blocks.after(b.key())
+				if !ok || nx.k.stream != p.stream || expandableSize(nx.b) >= expandableSize(b) {
+					break
+				}
+				b = nx.b
+			}
+		} else {
+			// Expandable segments were switched off at runtime: only
+			// cudaMalloc'd blocks may be used.
+			for {
+				nx, ok := pool.blocks.after(b.key())
+				if !ok || nx.k.stream != p.stream {
+					return false
+				}
+				if b = nx.b; !b.expandable() {
+					break
+				}
+			}
+		}
+	}
+	maxSplit := a.cfg.MaxSplitSize
+	if uint64(p.size) < maxSplit && uint64(b.size) >= maxSplit {
+		return false // never hand an oversize block to a small request
+	}
+	if uint64(p.size) >= maxSplit && uint64(b.size) >= uint64(p.size)+a.cfg.nonSplitTolerance() {
+		return false // an oversize block may only be rounded up a little
+	}
+	pool.removeFree(b)
+	p.block = b
+	return true
+}
+
+func expandableSize(b *block) int64 {
+	if b.next != nil && !b.next.mapped {
+		return b.size + b.next.size
+	}
+	return b.size
+}
+
+// allocBlock is alloc_block: obtain new memory for the request, a
+// cudaMalloc'd segment or pages of an expandable segment.
+func (a *Allocator) allocBlock(p *allocParams, isRetry bool, ctx snapshot.StackID) (bool, error) {
+	if isRetry {
+		a.stats.NumAllocRetries++
+	}
+	size := p.allocSize
+	if a.fractionSet && a.dev.obtained+size > a.allowedMax {
+		return false, nil // refused without calling cudaMalloc
+	}
+	if p.expandable {
+		b, err := a.tryAllocateExpandable(p, ctx)
+		p.block = b
+		return b != nil, err
+	}
+	if !a.dev.fits(size) {
+		return false, nil
+	}
+	addr, err := a.dev.placeAt(SegmentRequest{Size: size, Stream: p.stream, Pool: p.pool.kind()}, a.regions)
+	if err != nil {
+		return false, err
+	}
+	p.block = a.createSegment(addr, size, p.stream, p.pool, ctx)
+	return true, nil
+}
+
+// createSegment records a successful cudaMalloc: a new region holding one
+// free, unsplit block (not yet in the free set).
+func (a *Allocator) createSegment(addr uint64, size, stream int64, pool *blockPool, ctx snapshot.StackID) *block {
+	a.dev.obtained += size
+	r := &region{base: addr, size: size, stream: stream, pool: pool}
+	b := a.newBlock()
+	*b = block{addr: addr, size: size, stream: stream, pool: pool, region: r, mapped: true}
+	r.head = b
+	a.regions.add(r)
+	pi := pool.statIndex()
+	a.stats.Segment.increase(pi, 1)
+	a.stats.ReservedBytes.increase(pi, size)
+	if uint64(size) >= a.cfg.MaxSplitSize {
+		a.stats.OversizeSegments.increase(1)
+	}
+	a.stats.NumDeviceAlloc++
+	a.record(snapshot.ActionSegmentAlloc, addr, size, stream, ctx)
+	b.segStack = ctx
+	return b
+}
+
+// shouldSplit is should_split: small-pool blocks (and every block while
+// expandable segments are on) split when at least 512 bytes would remain;
+// large blocks only below max_split_size and with more than 1 MiB left.
+func (a *Allocator) shouldSplit(b *block, size int64, expandable bool) bool {
+	remaining := b.size - size
+	if b.pool.small || expandable {
+		return remaining >= MinBlockSize
+	}
+	return uint64(size) < a.cfg.MaxSplitSize && remaining > SmallSize
+}
+
+// allocFoundBlock is alloc_found_block: hand out the front of the block
+// (splitting off the rest, which keeps the old block object) and count it.
+func (a *Allocator) allocFoundBlock(p *allocParams, orig int64, ctx snapshot.StackID, split bool) *block {
+	b := p.block
+	size := p.size
+	pi := p.pool.statIndex()
+	alreadySplit := b.isSplit()
+	if split {
+		rest := b
+		b = a.newBlock()
+		*b = block{addr: rest.addr, size: size, stream: p.stream, pool: p.pool, region: rest.region, mapped: true}
+		b.prev = rest.prev
+		if b.prev != nil {
+			b.prev.next = b
+		}
+		b.next = rest
+		rest.prev = b
+		rest.addr += uint64(size)
+		rest.size -= size
+		p.pool.insertFree(rest)
+		b.region.noteHead(b)
+		if !b.expandable() {
+			if alreadySplit {
+				// An inactive split block shrinks by the part handed out.
+				a.stats.InactiveSplitBytes.decrease(pi, size)
+			} else {
+				// A whole segment becomes split: its free rest is new.
+				a.stats.InactiveSplitBytes.increase(pi, rest.size)
+				a.stats.InactiveSplit.increase(pi, 1)
+			}
+		}
+	} else if alreadySplit && !b.expandable() {
+		a.stats.InactiveSplitBytes.decrease(pi, b.size)
+		a.stats.InactiveSplit.decrease(pi, 1)
+	}
+	b.allocated = true
+	b.requested = orig
+	b.stack = ctx
+	a.record(snapshot.ActionAlloc, b.addr, orig, b.stream, ctx)
+	a.stats.Allocation.increase(pi, 1)
+	a.stats.AllocatedBytes.increase(pi, b.size)
+	a.stats.Active.increase(pi, 1)
+	a.stats.ActiveBytes.increase(pi, b.size)
+	a.stats.RequestedBytes.increase(pi, orig)
+	if uint64(b.size) >= a.cfg.MaxSplitSize {
+		a.stats.OversizeAllocations.increase(1)
+	}
+	return b
+}
+
+// Free releases the block at addr, as the storage's deleter does. If the
+// block was used on other streams (RecordStream) it stays active until
+// events recorded now on those streams complete; otherwise it returns to
+// the cache at once. stack is the caller's stack (used with the "all"
+// context level).
+func (a *Allocator) Free(addr uint64, stack snapshot.StackID) error {
+	b := a.allocated.take(addr)
+	if b == nil {
+		return fmt.Errorf("invalid device pointer: %#x", addr)
+	}
+	a.free(b, a.context(ContextAll, stack))
+	return nil
+}
+
+func (a *Allocator) free(b *block, ctx snapshot.StackID) {
+	b.allocated = false
+	pi := b.pool.statIndex()
+	a.stats.Allocation.decrease(pi, 1)
+	a.stats.AllocatedBytes.decrease(pi, b.size)
+	a.record(snapshot.ActionFreeRequested, b.addr, b.requested, b.stream, orStack(ctx, b.stack))
+	if uint64(b.size) >= a.cfg.MaxSplitSize {
+		a.stats.OversizeAllocations.decrease(1)
+	}
+	if len(b.streamUses) > 0 {
+		a.insertEvents(b)
+	} else {
+		a.freeBlock(b, ctx)
+	}
+}
+
+// RecordStream is Tensor.record_stream / caching_allocator's recordStream:
+// the block at addr is in use on another stream, so freeing it must wait
+// for that stream. The allocation stream itself is ignored.
+func (a *Allocator) RecordStream(addr uint64, stream int64) error {
+	b := a.allocated.get(addr)
+	if b == nil {
+		return fmt.Errorf("invalid device pointer: %#x", addr)
+	}
+	if stream != b.stream && !slices.Contains(b.streamUses, stream) {
+		b.streamUses = append(b.streamUses, stream)
+	}
+	return nil
+}
+
+// insertEvents records one event per stream the block was used on; the
+// block is freed when all of them have completed.
+func (a *Allocator) insertEvents(b *block) {
+	slices.Sort(b.streamUses)
+	for _, s := range b.streamUses {
+		a.enqueueEvent(s, b)
+	}
+	b.streamUses = b.streamUses[:0]
+	a.pending.put(b.addr, b)
+}
+
+func (a *Allocator) enqueueEvent(stream int64, b *block) {
+	i, found := slices.BinarySearchFunc(a.streams, stream, func(q *streamQueue, s int64) int {
+		switch {
+		case uint64(q.stream) < uint64(s):
+			return -1
+		case q.stream == s:
+			return 0
+		}
+		return 1
+	})
+	if !found {
+		a.streams = slices.Insert(a.streams, i, &streamQueue{stream: stream})
+	}
+	a.eventSeq++
+	q := a.streams[i]
+	q.events = append(q.events, event{b: b, seq: a.eventSeq})
+	b.eventCount++
+	a.nEvents++
+}
+
+// CompleteStreamEvents tells the simulator that the device has finished all
+// work submitted to a stream so far: every event recorded on it until now
+// has completed. The blocks waiting for them are freed at the start of the
+// next Malloc (or by EmptyCache), as PyTorch polls events only there.
+func (a *Allocator) CompleteStreamEvents(stream int64) {
+	for _, q := range a.streams {
+		if q.stream == stream {
+			q.done = a.eventSeq
+		}
+	}
+}
+
+// CompleteAllStreamEvents completes every outstanding event (the device is
+// idle).
+func (a *Allocator) CompleteAllStreamEvents() {
+	for _, q := range a.streams {
+		q.done = a.eventSeq
+	}
+}
+
+// processEvents is process_events: per stream, pop completed events from
+// the front of the queue and free blocks whose last event completed.
+func (a *Allocator) processEvents(ctx snapshot.StackID) {
+	kept := a.streams[:0]
+	for _, q := range a.streams {
+		n := 0
+		for n < len(q.events) && q.events[n].seq <= q.done {
+			b := q.events[n].b
+			a.nEvents--
+			if b.eventCount--; b.eventCount == 0 {
+				a.freeBlock(b, ctx)
+			}
+			n++
+		}
+		q.events = slices.Delete(q.events, 0, n)
+		if len(q.events) > 0 {
+			kept = append(kept, q)
+		}
+	}
+	clear(a.streams[len(kept):])
+	a.streams = kept
+}
+
+// synchronizeAndFreeEvents waits for every outstanding event and frees the
+// blocks that were waiting.
+func (a *Allocator) synchronizeAndFreeEvents(ctx snapshot.StackID) {
+	a.stats.NumSyncAllStreams++
+	for _, q := range a.streams {
+		for _, e := range q.events {
+			if e.b.eventCount--; e.b.eventCount == 0 {
+				a.freeBlock(e.b, ctx)
+			}
+		}
+	}
+	clear(a.streams)
+	a.streams = a.streams[:0]
+	a.nEvents = 0
+}
+
+// freeBlock is free_block: return a block to its pool, merging it with
+// free neighbours of the same mapped state. The freed block's object
+// survives the merge.
+func (a *Allocator) freeBlock(b *block, ctx snapshot.StackID) {
+	a.record(snapshot.ActionFreeCompleted, b.addr, b.requested, b.stream, orStack(ctx, b.stack))
+	a.pending.take(b.addr)
+	b.stack = snapshot.NoStack
+	origSize, req := b.size, b.requested
+	netBlocks, netBytes := int64(0), int64(0)
+	for _, cand := range [2]*block{b.prev, b.next} {
+		if n := a.tryMerge(b, cand); n > 0 {
+			netBlocks--
+			netBytes -= n
+		}
+	}
+	b.pool.insertFree(b)
+	if b.isSplit() {
+		netBlocks++
+		netBytes += b.size
+	}
+	pi := b.pool.statIndex()
+	// Expandable segments are left out of inactive_split: their free pages
+	// can always be released.
+	if !b.expandable() {
+		adjust(&a.stats.InactiveSplit, pi, netBlocks)
+		adjust(&a.stats.InactiveSplitBytes, pi, netBytes)
+	}
+	a.stats.Active.decrease(pi, 1)
+	a.stats.ActiveBytes.decrease(pi, origSize)
+	a.stats.RequestedBytes.decrease(pi, req)
+}
+
+func adjust(s *StatArray, pool int, delta int64) {
+	if delta > 0 {
+		s.increase(pool, delta)
+	} else if delta < 0 {
+		s.decrease(pool, -delta)
+	}
+}
+
+// tryMerge is try_merge_blocks: absorb src into dst if src is free and in
+// the same mapped state. dst must not be in a free set. Returns the bytes
+// absorbed.
+func (a *Allocator) tryMerge(dst, src *block) int64 {
+	if src == nil || !src.free() || dst.mapped != src.mapped {
+		return 0
+	}
+	if dst.prev == src {
+		dst.addr = src.addr
+		dst.prev = src.prev
+		if dst.prev != nil {
+			dst.prev.next = dst
+		}
+		// The segment's allocation stack moves with the segment start.
+		dst.segStack = src.segStack
+		dst.region.noteHead(dst)
+	} else {
+		dst.next = src.next
+		if dst.next != nil {
+			dst.next.prev = dst
+		}
+	}
+	n := src.size
+	dst.size += n
+	if src.mapped {
+		src.pool.removeFree(src)
+	} else {
+		src.pool.removeUnmapped(src)
+	}
+	a.recycle(src)
+	return n
+}

@@ -1,0 +1,216 @@
+package allocator
+
+import (
+	"slices"
+
+	"github.com/memstat/memstat/pkg/snapshot"
+)
+
+// block is PyTorch's Block: a contiguous range of a segment, linked to its
+// neighbours in address order.
+//
+// Block objects have identity, as in PyTorch: splitting a free block hands
+// out a new object for the front part and keeps the old object (moved
+// forward) as the remainder, and merging keeps the object being freed. The
+// stale requested_size values that snapshots show for free blocks depend on
+// exactly this, so the simulator never copies blocks around.
+type block struct {
+	addr      uint64
+	size      int64
+	requested int64 // requested_size: set at allocation, never reset
+	stream    int64
+	pool      *blockPool
+	region    *region
+	prev      *block
+	next      *block
+
+	allocated  bool
+	mapped     bool  // false only for unmapped VA of an expandable segment
+	eventCount int32 // outstanding events before the block may be freed
+	streamUses []int64
+	// gcCountBase is the pool's get_free_blocks call count when the block
+	// was last inserted into the free set; its age is the difference.
+	gcCountBase int64
+
+	stack    snapshot.StackID // context_when_allocated
+	segStack snapshot.StackID // context_when_segment_allocated
+}
+
+func (b *block) isSplit() bool    { return b.prev != nil || b.next != nil }
+func (b *block) expandable() bool { return b.region.expandable }
+func (b *block) end() uint64      { return b.addr + uint64(b.size) }
+
+// free reports whether the block is free for reuse and merging: not handed
+// out and not waiting for events of other streams.
+func (b *block) free() bool {
+	return !b.allocated && b.eventCount == 0 && len(b.streamUses) == 0
+}
+
+func (b *block) key() freeKey         { return freeKey{b.stream, b.size, b.addr} }
+func (b *block) unmappedKey() freeKey { return freeKey{b.stream, 0, b.addr} }
+
+func (b *block) state() snapshot.BlockState {
+	switch {
+	case b.allocated:
+		return snapshot.ActiveAllocated
+	case b.eventCount > 0 || len(b.streamUses) > 0:
+		return snapshot.ActivePendingFree
+	}
+	return snapshot.Inactive
+}
+
+// blockPool is PyTorch's BlockPool: the cached free blocks of one pool kind.
+type blockPool struct {
+	small bool
+	id    snapshot.PoolID
+	// blocks holds the free, mapped blocks ordered by (stream, size, addr).
+	blocks btree
+	// unmapped holds the unmapped blocks of expandable segments ordered by
+	// (stream, addr).
+	unmapped btree
+	// freeCalls is get_free_blocks_call_count: advanced by every cache search
+	// while garbage collection is enabled, the clock of block ages.
+	freeCalls int64
+}
+
+func (p *blockPool) kind() snapshot.Pool {
+	if p.small {
+		return snapshot.SmallPool
+	}
+	return snapshot.LargePool
+}
+
+// statIndex is the per-pool slot of a StatArray.
+func (p *blockPool) statIndex() int {
+	if p.small {
+		return PoolSmall
+	}
+	return PoolLarge
+}
+
+// insertFree puts a free mapped block into the cache; it restarts the
+// block's garbage-collection age, like insert_into_blocks.
+func (p *blockPool) insertFree(b *block) {
+	b.gcCountBase = p.freeCalls
+	p.blocks.insert(freeItem{b.key(), b})
+}
+
+func (p *blockPool) removeFree(b *block) {
+	if !p.blocks.remove(b.key()) {
+		panic("allocator: block missing from its free set")
+	}
+}
+
+func (p *blockPool) insertUnmapped(b *block) { p.unmapped.insert(freeItem{b.unmappedKey(), b}) }
+
+func (p *blockPool) removeUnmapped(b *block) {
+	if !p.unmapped.remove(b.unmappedKey()) {
+		panic("allocator: block missing from its unmapped set")
+	}
+}
+
+// region is the address range behind a list of blocks: one cudaMalloc'd
+// segment, or one expandable segment's virtual-address reservation. PyTorch
+// has no such object for cudaMalloc segments (it finds them from their
+// blocks); the simulator keeps one so that address lookups, snapshots and
+// invariant checks can walk a segment from its first block.
+type region struct {
+	base       uint64
+	size       int64
+	stream     int64
+	pool       *blockPool
+	expandable bool
+	// page is the mapping granularity of an expandable segment (2 MiB small
+	// pool, 20 MiB large pool).
+	page int64
+	// mappedBytes is the physical memory mapped into an expandable segment.
+	mappedBytes int64
+	// head is the first block of the region (prev == nil).
+	head *block
+}
+
+func (r *region) end() uint64 { return r.base + uint64(r.size) }
+
+// noteHead records b as the region's first block if it has no predecessor;
+// called wherever a block's prev link may have become nil.
+func (r *region) noteHead(b *block) {
+	if b.prev == nil {
+		r.head = b
+	}
+}
+
+// regions keeps every live region sorted by base address. Regions are
+// created and released far less often than blocks are allocated, so a
+// sorted slice with binary search is enough.
+type regions []*region
+
+// find returns the region containing addr.
+func (rs regions) find(addr uint64) *region {
+	i, _ := slices.BinarySearchFunc(rs, addr, func(r *region, a uint64) int {
+		switch {
+		case r.base > a:
+			return 1
+		case r.end() <= a:
+			return -1
+		}
+		return 0
+	})
+	if i < len(rs) && rs[i].base <= addr && addr < rs[i].end() {
+		return rs[i]
+	}
+	return nil
+}
+
+// overlapping returns the lowest region intersecting [addr, addr+size), or
+// nil.
+func (rs regions) overlapping(addr uint64, size int64) *region {
+	i, _ := slices.BinarySearchFunc(rs, addr, func(r *region, a uint64) int {
+		if r.end() <= a {
+			return -1
+		}
+		return 1
+	})
+	if i < len(rs) && rs[i].base < addr+uint64(size) {
+		return rs[i]
+	}
+	return nil
+}
+
+func (rs *regions) add(r *region) {
+	i, _ := slices.BinarySearchFunc(*rs, r.base, func(x *region, a uint64) int {
+		if x.base < a {
+			return -1
+		}
+		if x.base > a {
+			return 1
+		}
+		return 0
+	})
+	*rs = slices.Insert(*rs, i, r)
+}
+
+func (rs *regions) remove(r *region) {
+	i, found := slices.BinarySearchFunc(*rs, r.base, func(x *region, a uint64) int {
+		if x.base < a {
+			return -1
+		}
+		if x.base > a {
+			return 1
+		}
+		return 0
+	})
+	if !found || (*rs)[i] != r {
+		panic("allocator: releasing an unknown region")
+	}
+	*rs = slices.Delete(*rs, i, i+1)
+}
+
+// blockAt returns the block of r that contains addr.
+func (r *region) blockAt(addr uint64) *block {
+	for b := r.head; b != nil; b = b.next {
+		if b.addr <= addr && addr < b.end() {
+			return b
+		}
+	}
+	return nil
+}

@@ -1,0 +1,43 @@
+// Package allocator simulates PyTorch's CUDA caching allocator (the native
+// DeviceCachingAllocator of c10/cuda/CUDACachingAllocator.cpp) on a
+// simulated device, without CUDA, Python or torch.
+//
+// It follows the allocator decision for decision, as described in the
+// project's allocator model (docs/allocator-model.md): round_size with
+// roundup_power2_divisions, small and large pools, 2 MiB / 20 MiB /
+// 2 MiB-rounded segments, per-stream best fit ordered by (stream, size,
+// address), the max_split_size oversize rules, splitting that hands out the
+// front of a block, merging on free, record_stream and deferred frees,
+// expandable segments, garbage collection, the out-of-memory fallbacks,
+// empty_cache, every memory_stats counter, the OOM message, the trace
+// recorder and the snapshot. Exact block placement matters because a
+// simulation is only useful if it predicts where PyTorch puts memory: the
+// simulator reproduces recorded PyTorch traces placement for placement.
+//
+// Behaviour that changed between releases is selected by Version (2.0 to
+// 2.10, newest by default); a Config carries its Version because both the
+// PYTORCH_CUDA_ALLOC_CONF grammar and the decisions depend on it.
+//
+// Typical use:
+//
+//	cfg, err := allocator.ParseConfig("expandable_segments:True", allocator.Latest)
+//	a, err := allocator.New(cfg, allocator.Options{Capacity: 80 << 30})
+//	addr, err := a.Malloc(4096, stream, stack)
+//	err = a.Free(addr, stack)
+//	stats := a.MemoryStats()
+//
+// Memory is identified by address, as PyTorch identifies storages by data
+// pointer. An Allocator keeps no global state and is not safe for
+// concurrent use; run independent Allocators in parallel instead.
+//
+// A trace-replay driver additionally needs to dictate segment addresses
+// (Options.SegmentAddress), to build a starting state (SeedSegment,
+// SeedReservation) and to force placements where the simulation diverges
+// from a recording (the Force* methods, FreeDeferred, CompletePendingFree).
+// These live in replay.go, apart from the faithful decision path.
+//
+// Not simulated: CUDA-graph and MemPool private pools (blocks and segments
+// carry a pool id so they can be added), the cudaMallocAsync backend, IPC,
+// NVML process information in OOM messages, and the timing effects of
+// release_lock_on_cudamalloc.
+package allocator

@@ -1,0 +1,301 @@
+package allocator
+
+import (
+	"fmt"
+
+	"github.com/memstat/memstat/pkg/snapshot"
+)
+
+// BlockInfo is a read-only view of one block.
+type BlockInfo struct {
+	Address       uint64
+	Size          int64
+	RequestedSize int64 // of the block's last allocation (stale when free)
+	Stream        int64
+	Pool          snapshot.Pool
+	PoolID        snapshot.PoolID
+	State         snapshot.BlockState
+	// Mapped is false for unmapped address space of an expandable segment.
+	Mapped     bool
+	Expandable bool
+	// RegionAddress is the base of the cudaMalloc'd segment or of the
+	// expandable segment's reservation holding the block; Offset is the
+	// block's distance from it.
+	RegionAddress uint64
+	Offset        int64
+	Stack         snapshot.StackID
+}
+
+func (a *Allocator) blockInfo(b *block) BlockInfo {
+	return BlockInfo{
+		Address:       b.addr,
+		Size:          b.size,
+		RequestedSize: b.requested,
+		Stream:        b.stream,
+		Pool:          b.pool.kind(),
+		PoolID:        b.pool.id,
+		State:         b.state(),
+		Mapped:        b.mapped,
+		Expandable:    b.region.expandable,
+		RegionAddress: b.region.base,
+		Offset:        int64(b.addr - b.region.base),
+		Stack:         b.stack,
+	}
+}
+
+// BlockAt returns the block containing addr (allocated, pending, free or
+// unmapped), or false if no segment covers addr.
+func (a *Allocator) BlockAt(addr uint64) (BlockInfo, bool) {
+	if b := a.allocated.get(addr); b != nil {
+		return a.blockInfo(b), true
+	}
+	r := a.regions.find(addr)
+	if r == nil {
+		return BlockInfo{}, false
+	}
+	b := r.blockAt(addr)
+	return a.blockInfo(b), b != nil
+}
+
+// Allocated reports whether addr is the address of a handed-out block.
+func (a *Allocator) Allocated(addr uint64) bool {
+	return a.allocated.get(addr) != nil
+}
+
+// Region is a read-only view of one address range: a cudaMalloc'd segment,
+// or the whole address reservation of an expandable segment (whose mapped
+// ranges Segments reports as separate snapshot segments).
+type Region struct {
+	Address    uint64
+	Size       int64
+	Stream     int64
+	Pool       snapshot.Pool
+	PoolID     snapshot.PoolID
+	Expandable bool
+	// Page is the mapping granularity of an expandable segment; MappedBytes
+	// the physical memory mapped into it (Size for a cudaMalloc'd segment).
+	Page        int64
+	MappedBytes int64
+}
+
+// Regions lists every live region in address order.
+func (a *Allocator) Regions() []Region {
+	out := make([]Region, 0, len(a.regions))
+	for _, r := range a.regions {
+		mapped := r.size
+		if r.expandable {
+			mapped = r.mappedBytes
+		}
+		out = append(out, Region{
+			Address: r.base, Size: r.size, Stream: r.stream, Pool: r.pool.kind(), PoolID: r.pool.id,
+			Expandable: r.expandable, Page: r.page, MappedBytes: mapped,
+		})
+	}
+	return out
+}
+
+// Blocks calls fn for every block in address order (regions in address
+// order, each from its first block), including unmapped ones, until fn
+// returns false.
+func (a *Allocator) Blocks(fn func(BlockInfo) bool) {
+	for _, r := range a.regions {
+		for b := r.head; b != nil; b = b.next {
+			if !fn(a.blockInfo(b)) {
+				return
+			}
+		}
+	}
+}
+
+// ForcedOperations counts the calls of the Force* methods that changed the
+// state, for a replay driver's divergence report.
+func (a *Allocator) ForcedOperations() int64 { return a.forced }
+
+// CheckInvariants verifies the allocator's internal consistency: blocks tile
+// every region; no two neighbouring blocks are both free in the same mapped
+// state; the free sets hold exactly the free blocks; the device's obtained
+// memory and every statistic's current value match a recount from the
+// blocks; peaks are at least the current values. It costs O(blocks); tests
+// and replay drivers call it after each operation.
+func (a *Allocator) CheckInvariants() error {
+	var want Stats
+	var obtained int64
+	freeMapped := map[*block]bool{}
+	unmapped := map[*block]bool{}
+	allocated := 0
+	for i, r := range a.regions {
+		if i > 0 && a.regions[i-1].end() > r.base {
+			return fmt.Errorf("regions %#x and %#x overlap", a.regions[i-1].base, r.base)
+		}
+		if r.head == nil || r.head.prev != nil || r.head.addr != r.base {
+			return fmt.Errorf("region %#x: bad head", r.base)
+		}
+		pi := r.pool.statIndex()
+		if r.expandable {
+			obtained += r.mappedBytes
+		} else {
+			obtained += r.size
+			want.Segment.increase(pi, 1)
+			if uint64(r.size) >= a.cfg.MaxSplitSize {
+				want.OversizeSegments.increase(1)
+			}
+		}
+		addr := r.base
+		var mapped int64
+		for b := r.head; b != nil; b = b.next {
+			if b.region != r || b.pool != r.pool || b.stream != r.stream {
+				return fmt.Errorf("block %#x: wrong region, pool or stream", b.addr)
+			}
+			if b.addr != addr || b.size <= 0 {
+				return fmt.Errorf("region %#x: block at %#x (size %d) where %#x was expected", r.base, b.addr, b.size, addr)
+			}
+			if b.next != nil && b.next.prev != b {
+				return fmt.Errorf("block %#x: broken links", b.addr)
+			}
+			if !r.expandable && !b.mapped {
+				return fmt.Errorf("block %#x: unmapped block in a cudaMalloc'd segment", b.addr)
+			}
+			addr = b.end()
+			if n := b.next; n != nil && b.free() && n.free() && b.mapped == n.mapped {
+				return fmt.Errorf("blocks %#x and %#x are both free and neighbours", b.addr, n.addr)
+			}
+			if b.mapped {
+				mapped += b.size
+			}
+			switch {
+			case !b.mapped:
+				unmapped[b] = true
+				if b.allocated || b.eventCount > 0 {
+					return fmt.Errorf("block %#x: unmapped but in use", b.addr)
+				}
+			case b.free():
+				freeMapped[b] = true
+				if b.isSplit() && !r.expandable {
+					want.InactiveSplit.increase(pi, 1)
+					want.InactiveSplitBytes.increase(pi, b.size)
+				}
+			default:
+				want.Active.increase(pi, 1)
+				want.ActiveBytes.increase(pi, b.size)
+				want.RequestedBytes.increase(pi, b.requested)
+				if b.allocated {
+					allocated++
+					if a.allocated.get(b.addr) != b {
+						return fmt.Errorf("block %#x: allocated but not in the address map", b.addr)
+					}
+					want.Allocation.increase(pi, 1)
+					want.AllocatedBytes.increase(pi, b.size)
+					if uint64(b.size) >= a.cfg.MaxSplitSize {
+						want.OversizeAllocations.increase(1)
+					}
+				} else if a.pending.get(b.addr) != b {
+					return fmt.Errorf("block %#x: pending but not in the pending map", b.addr)
+				}
+			}
+		}
+		if addr != r.end() {
+			return fmt.Errorf("region %#x: blocks end at %#x, region at %#x", r.base, addr, r.end())
+		}
+		if r.expandable {
+			if mapped != r.mappedBytes {
+				return fmt.Errorf("region %#x: %d bytes mapped in blocks, %d recorded", r.base, mapped, r.mappedBytes)
+			}
+		}
+		want.ReservedBytes.increase(pi, mapped)
+	}
+	if allocated != a.allocated.len() {
+		return fmt.Errorf("%d allocated blocks, %d in the address map", allocated, a.allocated.len())
+	}
+	if obtained != a.dev.obtained {
+		return fmt.Errorf("device obtained %d, segments and mapped pages add up to %d", a.dev.obtained, obtained)
+	}
+	for _, set := range []struct {
+		name string
+		t    *btree
+		key  func(*block) freeKey
+	}{
+		{"small free", &a.small.blocks, (*block).key},
+		{"large free", &a.large.blocks, (*block).key},
+		{"small unmapped", &a.small.unmapped, (*block).unmappedKey},
+		{"large unmapped", &a.large.unmapped, (*block).unmappedKey},
+	} {
+		if err := set.t.check(); err != nil {
+			return fmt.Errorf("%s set: %w", set.name, err)
+		}
+		var err error
+		set.t.ascend(func(it freeItem) bool {
+			switch {
+			case it.k != set.key(it.b):
+				err = fmt.Errorf("%s set: stale key for block %#x", set.name, it.b.addr)
+			case set.t == &a.small.blocks || set.t == &a.large.blocks:
+				if !freeMapped[it.b] {
+					err = fmt.Errorf("%s set: block %#x is not a free mapped block", set.name, it.b.addr)
+				}
+				delete(freeMapped, it.b)
+			default:
+				if !unmapped[it.b] {
+					err = fmt.Errorf("%s set: block %#x is not unmapped", set.name, it.b.addr)
+				}
+				delete(unmapped, it.b)
+			}
+			return err == nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	if len(freeMapped) > 0 || len(unmapped) > 0 {
+		return fmt.Errorf("%d free and %d unmapped blocks missing from the free sets", len(freeMapped), len(unmapped))
+	}
+	got := &a.stats
+	for i, pair := range [][2]*StatArray{
+		{&got.Allocation, &want.Allocation}, {&got.Segment, &want.Segment}, {&got.Active, &want.Active},
+		{&got.InactiveSplit, &want.InactiveSplit}, {&got.AllocatedBytes, &want.AllocatedBytes},
+		{&got.ReservedBytes, &want.ReservedBytes}, {&got.ActiveBytes, &want.ActiveBytes},
+		{&got.InactiveSplitBytes, &want.InactiveSplitBytes}, {&got.RequestedBytes, &want.RequestedBytes},
+	} {
+		for pool := range 3 {
+			g, w := pair[0][pool], pair[1][pool]
+			if g.Current != w.Current {
+				return fmt.Errorf("stat %d pool %d: current %d, recount %d", i, pool, g.Current, w.Current)
+			}
+			if g.Peak < g.Current {
+				return fmt.Errorf("stat %d pool %d: peak %d below current %d", i, pool, g.Peak, g.Current)
+			}
+		}
+	}
+	for _, pair := range [][2]*Stat{{&got.OversizeAllocations, &want.OversizeAllocations}, {&got.OversizeSegments, &want.OversizeSegments}} {
+		if pair[0].Current != pair[1].Current || pair[0].Peak < pair[0].Current {
+			return fmt.Errorf("oversize stat: current %d peak %d, recount %d", pair[0].Current, pair[0].Peak, pair[1].Current)
+		}
+	}
+	return a.checkEvents()
+}
+
+// checkEvents verifies that the event queues account for every pending
+// block's outstanding events.
+func (a *Allocator) checkEvents() error {
+	perBlock := map[*block]int32{}
+	n := 0
+	for i, q := range a.streams {
+		if i > 0 && uint64(a.streams[i-1].stream) >= uint64(q.stream) {
+			return fmt.Errorf("event queues out of order")
+		}
+		for _, e := range q.events {
+			perBlock[e.b]++
+			n++
+		}
+	}
+	if n != a.nEvents {
+		return fmt.Errorf("%d queued events, counter says %d", n, a.nEvents)
+	}
+	if len(perBlock) != a.pending.len() {
+		return fmt.Errorf("%d blocks with events, %d pending blocks", len(perBlock), a.pending.len())
+	}
+	for b, k := range perBlock {
+		if a.pending.get(b.addr) != b || b.eventCount != k || b.allocated {
+			return fmt.Errorf("pending block %#x: %d events queued, count %d", b.addr, k, b.eventCount)
+		}
+	}
+	return nil
+}

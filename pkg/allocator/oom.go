@@ -1,0 +1,101 @@
+package allocator
+
+import (
+	"strconv"
+	"strings"
+)
+
+// OOMError is torch.cuda.OutOfMemoryError: the figures PyTorch puts into
+// its message, and the message itself (Error) in the wording of the
+// simulated version.
+type OOMError struct {
+	Version Version
+	Device  int
+	// RequestedSize is the caller's request; AllocSize the segment size the
+	// allocator failed to obtain (the "Tried to allocate" figure).
+	RequestedSize int64
+	AllocSize     int64
+	// DeviceTotal and DeviceFree are cudaMemGetInfo at the failure.
+	DeviceTotal int64
+	DeviceFree  int64
+	// Allocated and Reserved are allocated_bytes.all.current and
+	// reserved_bytes.all.current after the fallbacks ran.
+	Allocated int64
+	Reserved  int64
+	// PrivatePools is the free memory cached in CUDA-graph / MemPool
+	// private pools (always 0 here: private pools are not simulated).
+	PrivatePools int64
+	// FractionSet and AllowedMax report set_per_process_memory_fraction.
+	FractionSet bool
+	AllowedMax  int64
+	// ProcessInfo is the NVML per-process usage text PyTorch inserts when
+	// NVML is available; the simulator leaves it empty.
+	ProcessInfo string
+	// OverOneEiB marks the up-front guard for requests of 1 EiB or more.
+	OverOneEiB bool
+}
+
+// Error returns PyTorch's message: the 2.0 form, the 2.1-2.3 form (with its
+// "capacty" typo), the 2.4-2.9 form, or the 2.10 form with the newer URL.
+func (e *OOMError) Error() string {
+	if e.OverOneEiB {
+		return "CUDA out of memory. Tried to allocate more than 1EB memory."
+	}
+	var b strings.Builder
+	allowed := ""
+	if e.FractionSet {
+		allowed = formatSize(e.AllowedMax) + " allowed; "
+	}
+	dev := strconv.Itoa(e.Device)
+	if e.Version < V2_1 {
+		b.WriteString("CUDA out of memory. Tried to allocate " + formatSize(e.AllocSize) +
+			" (GPU " + dev + "; " + formatSize(e.DeviceTotal) + " total capacity; " +
+			formatSize(e.Allocated) + " already allocated; " + formatSize(e.DeviceFree) + " free; " +
+			allowed + formatSize(e.Reserved) + " reserved in total by PyTorch)" +
+			" If reserved memory is >> allocated memory try setting max_split_size_mb to avoid fragmentation. " +
+			" See documentation for Memory Management and PYTORCH_CUDA_ALLOC_CONF")
+		return b.String()
+	}
+	capacity := "capacity"
+	if e.Version < V2_4 {
+		capacity = "capacty"
+	}
+	b.WriteString("CUDA out of memory. Tried to allocate " + formatSize(e.AllocSize) + ". GPU " + dev +
+		" has a total " + capacity + " of " + formatSize(e.DeviceTotal) + " of which " +
+		formatSize(e.DeviceFree) + " is free. " + e.ProcessInfo + allowed +
+		"Of the allocated memory " + formatSize(e.Allocated+e.PrivatePools) + " is allocated by PyTorch, ")
+	if e.Version >= V2_4 && e.PrivatePools > 0 {
+		b.WriteString("with " + formatSize(e.PrivatePools) + " allocated in private pools (e.g., CUDA Graphs), ")
+	}
+	b.WriteString("and " + formatSize(e.Reserved-e.Allocated-e.PrivatePools) + " is reserved by PyTorch but unallocated.")
+	switch {
+	case e.Version < V2_4:
+		b.WriteString(" If reserved but unallocated memory is large try setting max_split_size_mb to avoid" +
+			" fragmentation.  See documentation for Memory Management and PYTORCH_CUDA_ALLOC_CONF")
+	case e.Version < V2_10:
+		b.WriteString(" If reserved but unallocated memory is large try setting" +
+			" PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See documentation for" +
+			" Memory Management  (https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)")
+	default:
+		b.WriteString(" If reserved but unallocated memory is large try setting" +
+			" PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See documentation for" +
+			" Memory Management  (https://docs.pytorch.org/docs/stable/notes/cuda.html#optimizing-memory-usage-with-pytorch-cuda-alloc-conf)")
+	}
+	return b.String()
+}
+
+// formatSize is PyTorch's format_size: bytes up to 1 KiB, then KiB, MiB and
+// GiB with two decimals (the bounds are inclusive, so 1 MiB prints as
+// "1024.00 KiB").
+func formatSize(n int64) string {
+	u := uint64(n) // size_t in PyTorch
+	switch {
+	case u <= KiB:
+		return strconv.FormatUint(u, 10) + " bytes"
+	case u <= MiB:
+		return strconv.FormatFloat(float64(u)/KiB, 'f', 2, 64) + " KiB"
+	case u <= GiB:
+		return strconv.FormatFloat(float64(u)/MiB, 'f', 2, 64) + " MiB"
+	}
+	return strconv.FormatFloat(float64(u)/GiB, 'f', 2, 64) + " GiB"
+}

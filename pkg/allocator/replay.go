@@ -1,0 +1,394 @@
+package allocator
+
+import (
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/memstat/memstat/pkg/snapshot"
+)
+
+// This file holds the controls a trace-replay driver needs and PyTorch does
+// not have. They are kept apart from the decision path above: nothing here
+// is called by Malloc, Free or EmptyCache.
+//
+//   - Seeding (SeedSegment) builds a starting state for a trace that begins
+//     mid-run: segments and blocks that existed before recording. Seeding
+//     records no trace entries; statistics change exactly as the operations
+//     that built the state would have changed them.
+//   - Forcing (Force*) makes the state follow a recorded trace where the
+//     simulator's own decision differs: a segment at a dictated address and
+//     size, pages mapped or released where the trace says, a block placed at
+//     a dictated address. Forced operations are recorded in the trace and
+//     the statistics like real ones and are counted by ForcedOperations.
+//   - Deferred frees (FreeDeferred, CompletePendingFree) reproduce a
+//     free_requested whose free_completed comes later, without knowing the
+//     streams that delayed it.
+
+// heldStream is the pseudo-stream that FreeDeferred's events wait on. No
+// real stream handle has this value, so only CompletePendingFree, the
+// synchronization in EmptyCache and the OOM fallback complete them.
+const heldStream int64 = math.MinInt64
+
+// FreeDeferred frees the block at addr like Free, but keeps it active
+// (active_pending_free) as if it had been used on a stream the simulator
+// does not know: it returns to the cache at CompletePendingFree, or when
+// EmptyCache or the last OOM fallback synchronizes all streams.
+func (a *Allocator) FreeDeferred(addr uint64, stack snapshot.StackID) error {
+	b := a.allocated.take(addr)
+	if b == nil {
+		return fmt.Errorf("invalid device pointer: %#x", addr)
+	}
+	b.streamUses = append(b.streamUses[:0], heldStream)
+	a.free(b, a.context(ContextAll, stack))
+	return nil
+}
+
+// CompletePendingFree completes every outstanding event of the freed block
+// at addr and returns it to the cache now (its free_completed).
+func (a *Allocator) CompletePendingFree(addr uint64, stack snapshot.StackID) error {
+	b := a.pending.get(addr)
+	if b == nil {
+		return fmt.Errorf("allocator: no block awaiting events at %#x", addr)
+	}
+	kept := a.streams[:0]
+	for _, q := range a.streams {
+		events := q.events[:0]
+		for _, e := range q.events {
+			if e.b == b {
+				a.nEvents--
+			} else {
+				events = append(events, e)
+			}
+		}
+		clear(q.events[len(events):])
+		if q.events = events; len(events) > 0 {
+			kept = append(kept, q)
+		}
+	}
+	clear(a.streams[len(kept):])
+	a.streams = kept
+	b.eventCount = 0
+	a.freeBlock(b, a.context(ContextAll, stack))
+	return nil
+}
+
+func (a *Allocator) poolOfKind(kind snapshot.Pool) *blockPool {
+	if kind == snapshot.SmallPool {
+		return &a.small
+	}
+	return &a.large
+}
+
+func (a *Allocator) pageOf(pool *blockPool) int64 {
+	if pool.small {
+		return SmallBuffer
+	}
+	return LargeBuffer
+}
+
+// SeedSegment adds a segment, with its blocks, that existed before the
+// simulation started; the argument has the form the snapshot reader
+// produces. A cudaMalloc'd segment is created at its address; an
+// expandable one is mapped into the reservation that contains its address
+// (see SeedReservation), or into a new reservation starting at its address.
+// Blocks in state active_allocated become allocations with their size,
+// requested size and stack; active_pending_free blocks become freed blocks
+// waiting as after FreeDeferred; inactive blocks stay free and keep their
+// (possibly stale) requested size. Blocks not listed are free. The device's
+// capacity is not checked: the state is known to have existed.
+func (a *Allocator) SeedSegment(seg snapshot.Segment) error {
+	if !seg.PoolID.IsDefault() {
+		return errors.New("allocator: private pools are not simulated")
+	}
+	if seg.TotalSize <= 0 {
+		return fmt.Errorf("allocator: seeded segment %#x has size %d", seg.Address, seg.TotalSize)
+	}
+	if err := validateSeedBlocks(&seg); err != nil {
+		return err
+	}
+	a.mute = true
+	defer func() { a.mute = false }()
+	pool := a.poolOfKind(seg.Pool)
+	if seg.Expandable {
+		if err := a.forceMap(seg.Address, seg.TotalSize, seg.Stream, pool, seg.Stack); err != nil {
+			return err
+		}
+	} else if err := a.forceSegment(seg.Address, seg.TotalSize, seg.Stream, pool, seg.Stack); err != nil {
+		return err
+	}
+	for _, sb := range seg.Blocks {
+		if !sb.State.Active() {
+			continue
+		}
+		if err := a.forceMalloc(sb.Address, sb.RequestedSize, sb.Size, seg.Stream, sb.Stack); err != nil {
+			return err
+		}
+		if sb.State == snapshot.ActivePendingFree {
+			if err := a.FreeDeferred(sb.Address, snapshot.NoStack); err != nil {
+				return err
+			}
+		}
+	}
+	// Free blocks keep the requested size of their last allocation.
+	r := a.regions.find(seg.Address)
+	for _, sb := range seg.Blocks {
+		if b := r.blockAt(sb.Address); !sb.State.Active() && b != nil && b.addr == sb.Address {
+			b.requested = sb.RequestedSize
+		}
+	}
+	if head := r.blockAt(seg.Address); head != nil {
+		head.segStack = seg.Stack
+	}
+	return nil
+}
+
+func validateSeedBlocks(seg *snapshot.Segment) error {
+	at := seg.Address
+	for i, b := range seg.Blocks {
+		if b.Address != at || b.Size <= 0 {
+			return fmt.Errorf("allocator: seeded segment %#x: block %d at %#x (size %d) does not follow the previous one", seg.Address, i, b.Address, b.Size)
+		}
+		at += uint64(b.Size)
+	}
+	if len(seg.Blocks) > 0 && at != seg.End() {
+		return fmt.Errorf("allocator: seeded segment %#x: blocks cover %d of %d bytes", seg.Address, at-seg.Address, seg.TotalSize)
+	}
+	return nil
+}
+
+// SeedReservation creates the (empty) address reservation of an expandable
+// segment at base, so that later seeded or forced maps land in it. Replay
+// drivers learn base from the first segment_map outside known reservations.
+func (a *Allocator) SeedReservation(base uint64, stream int64, pool snapshot.Pool) error {
+	p := a.poolOfKind(pool)
+	_, err := a.reserveAt(base, stream, p)
+	return err
+}
+
+func (a *Allocator) reserveAt(base uint64, stream int64, pool *blockPool) (*region, error) {
+	page := a.pageOf(pool)
+	if base == 0 || base%MinBlockSize != 0 {
+		return nil, fmt.Errorf("allocator: reservation address %#x is not 512-byte aligned", base)
+	}
+	if a.regions.overlapping(base, a.dev.reservationSize(page)) != nil {
+		return nil, fmt.Errorf("allocator: reservation at %#x overlaps a live segment", base)
+	}
+	b, err := a.createReservation(base, stream, pool, page, true)
+	if err != nil {
+		return nil, err
+	}
+	return b.region, nil
+}
+
+// ForceSegment performs a cudaMalloc of size bytes at addr, as the trace
+// shows it, whatever the simulator would have done. The new segment is one
+// free block in the cache. The device's capacity is not checked.
+func (a *Allocator) ForceSegment(addr uint64, size, stream int64, pool snapshot.Pool, stack snapshot.StackID) error {
+	if err := a.forceSegment(addr, size, stream, a.poolOfKind(pool), a.context(ContextState, stack)); err != nil {
+		return err
+	}
+	a.forced++
+	return nil
+}
+
+func (a *Allocator) forceSegment(addr uint64, size, stream int64, pool *blockPool, ctx snapshot.StackID) error {
+	if addr == 0 || addr%MinBlockSize != 0 || size <= 0 {
+		return fmt.Errorf("allocator: bad segment %#x size %d", addr, size)
+	}
+	if a.regions.overlapping(addr, size) != nil {
+		return fmt.Errorf("allocator: segment %#x (+%d) overlaps a live segment", addr, size)
+	}
+	b := a.createSegment(addr, size, stream, pool, ctx)
+	pool.insertFree(b)
+	return nil
+}
+
+// ForceMap maps the pages covering [addr, addr+size) of an expandable
+// segment, as a recorded segment_map shows. The range must start on a page
+// of the reservation containing addr and lie in its unmapped space; without
+// a reservation there, one is created starting at addr. The device's
+// capacity is not checked.
+func (a *Allocator) ForceMap(addr uint64, size, stream int64, pool snapshot.Pool, stack snapshot.StackID) error {
+	if err := a.forceMap(addr, size, stream, a.poolOfKind(pool), a.context(ContextState, stack)); err != nil {
+		return err
+	}
+	a.forced++
+	return nil
+}
+
+func (a *Allocator) forceMap(addr uint64, size, stream int64, pool *blockPool, ctx snapshot.StackID) error {
+	if size <= 0 {
+		return fmt.Errorf("allocator: map of %d bytes", size)
+	}
+	r := a.regions.find(addr)
+	if r == nil {
+		var err error
+		if r, err = a.reserveAt(addr, stream, pool); err != nil {
+			return err
+		}
+	}
+	if !r.expandable || r.stream != stream || r.pool != pool {
+		return fmt.Errorf("allocator: %#x is not in an expandable segment of stream %d, %s pool", addr, stream, pool.kind())
+	}
+	if (addr-r.base)%uint64(r.page) != 0 {
+		return fmt.Errorf("allocator: map at %#x is not page-aligned in the reservation at %#x", addr, r.base)
+	}
+	u := r.blockAt(addr)
+	pages := (size + r.page - 1) / r.page * r.page
+	if u.mapped || addr+uint64(pages) > u.end() {
+		return fmt.Errorf("allocator: [%#x, +%d) is not unmapped address space", addr, pages)
+	}
+	if addr > u.addr {
+		// Cut the unmapped block so that the mapped range starts a block.
+		pool.removeUnmapped(u)
+		rest := a.newBlock()
+		*rest = block{addr: addr, size: int64(u.end() - addr), stream: stream, pool: pool, region: r}
+		rest.prev, rest.next = u, u.next
+		if u.next != nil {
+			u.next.prev = rest
+		}
+		u.next = rest
+		u.size = int64(addr - u.addr)
+		pool.insertUnmapped(u)
+		pool.insertUnmapped(rest)
+		u = rest
+	}
+	capacity := a.dev.capacity
+	a.dev.capacity = 0 // forced: the memory is known to have been there
+	ok := a.mapBlock(u, size, ctx)
+	a.dev.capacity = capacity
+	if !ok {
+		return fmt.Errorf("allocator: map of [%#x, +%d) failed", addr, size)
+	}
+	return nil
+}
+
+// ForceMalloc serves a request of size bytes at addr, where the recorded
+// trace placed it, instead of where the simulator would. addr must lie in a
+// free block of the request's stream and pool. With blockSize 0 the block
+// is cut like PyTorch cuts a free block starting at addr (should_split);
+// otherwise exactly blockSize bytes are handed out. Pending events are
+// processed first, as Malloc does.
+func (a *Allocator) ForceMalloc(addr uint64, size, blockSize, stream int64, stack snapshot.StackID) error {
+	ctx := a.context(ContextState, stack)
+	if a.nEvents > 0 {
+		a.processEvents(ctx)
+	}
+	if err := a.forceMalloc(addr, size, blockSize, stream, ctx); err != nil {
+		return err
+	}
+	a.forced++
+	return nil
+}
+
+func (a *Allocator) forceMalloc(addr uint64, size, blockSize, stream int64, ctx snapshot.StackID) error {
+	if size <= 0 || blockSize < 0 {
+		return fmt.Errorf("allocator: forced allocation of %d bytes (block %d)", size, blockSize)
+	}
+	rounded := roundSize(size, &a.cfg.RoundupPower2Divisions, a.v)
+	need := rounded
+	if blockSize > 0 {
+		need = blockSize
+	}
+	r := a.regions.find(addr)
+	if r == nil {
+		return fmt.Errorf("allocator: no segment at %#x", addr)
+	}
+	b := r.blockAt(addr)
+	switch {
+	case !b.mapped || !b.free():
+		return fmt.Errorf("allocator: %#x is not in a free block", addr)
+	case b.stream != stream:
+		return fmt.Errorf("allocator: block at %#x belongs to stream %d, not %d", addr, b.stream, stream)
+	case addr+uint64(need) > b.end():
+		return fmt.Errorf("allocator: %d bytes at %#x do not fit the free block [%#x, %#x)", need, addr, b.addr, b.end())
+	case blockSize == 0 && b.pool != a.poolFor(rounded):
+		return fmt.Errorf("allocator: a %d-byte request does not belong in the %s pool", size, b.pool.kind())
+	}
+	if addr > b.addr {
+		b = a.splitFree(b, addr)
+	}
+	b.pool.removeFree(b)
+	p := allocParams{
+		size:       need,
+		allocSize:  AllocationSize(rounded),
+		stream:     stream,
+		pool:       b.pool,
+		expandable: a.cfg.ExpandableSegments && a.v.hasExpandableSegments(),
+		block:      b,
+	}
+	split := b.size > need
+	if blockSize == 0 {
+		split = a.shouldSplit(b, need, p.expandable)
+	}
+	nb := a.allocFoundBlock(&p, size, ctx, split)
+	a.allocated.put(nb.addr, nb)
+	return nil
+}
+
+// splitFree cuts the free mapped block b at addr: b keeps the front, a new
+// free block takes the rest. inactive_split counts both parts.
+func (a *Allocator) splitFree(b *block, at uint64) *block {
+	pool := b.pool
+	pool.removeFree(b)
+	wasSplit := b.isSplit()
+	rest := a.newBlock()
+	*rest = block{addr: at, size: int64(b.end() - at), stream: b.stream, pool: pool, region: b.region, mapped: true}
+	rest.prev, rest.next = b, b.next
+	if b.next != nil {
+		b.next.prev = rest
+	}
+	b.next = rest
+	b.size = int64(at - b.addr)
+	pool.insertFree(b)
+	pool.insertFree(rest)
+	if !b.expandable() {
+		pi := pool.statIndex()
+		if wasSplit {
+			a.stats.InactiveSplit.increase(pi, 1)
+		} else {
+			a.stats.InactiveSplit.increase(pi, 2)
+			a.stats.InactiveSplitBytes.increase(pi, b.size+rest.size)
+		}
+	}
+	return rest
+}
+
+// ForceRelease returns memory to the device where the trace shows a
+// segment_free or segment_unmap the simulator did not produce: a whole free
+// cudaMalloc'd segment starting at addr (size must be its size, or 0), or
+// the pages [addr, addr+size) of a free range of an expandable segment.
+func (a *Allocator) ForceRelease(addr uint64, size int64, stack snapshot.StackID) error {
+	ctx := a.context(ContextAll, stack)
+	r := a.regions.find(addr)
+	if r == nil {
+		return fmt.Errorf("allocator: no segment at %#x", addr)
+	}
+	if !r.expandable {
+		b := r.head
+		if addr != r.base || (size != 0 && size != r.size) || !b.free() || b.isSplit() {
+			return fmt.Errorf("allocator: %#x is not a whole free segment", addr)
+		}
+		a.releaseBlock(b, ctx)
+		a.forced++
+		return nil
+	}
+	b := r.blockAt(addr)
+	page := uint64(r.page)
+	if !b.mapped || !b.free() || size <= 0 || (addr-r.base)%page != 0 || uint64(size)%page != 0 || addr+uint64(size) > b.end() {
+		return fmt.Errorf("allocator: [%#x, +%d) is not whole free pages", addr, size)
+	}
+	if addr > b.addr {
+		b = a.splitFree(b, addr)
+	}
+	if addr+uint64(size) < b.end() {
+		a.splitFree(b, addr+uint64(size))
+	}
+	a.unmapBlock(b, ctx)
+	if b.prev == nil && b.next == nil {
+		a.releaseReservation(b)
+	}
+	a.forced++
+	return nil
+}

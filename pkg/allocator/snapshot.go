@@ -1,0 +1,96 @@
+package allocator
+
+import "github.com/memstat/memstat/pkg/snapshot"
+
+// Segments returns the device's segments as torch.cuda.memory_snapshot()
+// reports them, sorted by address. Each cudaMalloc'd segment is one
+// segment; an expandable segment yields one segment per contiguous mapped
+// range (unmapped address space is not reported). Block requested sizes are
+// the block objects' own values, so free blocks show the stale figure of
+// their last allocation, as in PyTorch.
+func (a *Allocator) Segments() []snapshot.Segment {
+	var out []snapshot.Segment
+	for _, r := range a.regions {
+		for b := r.head; b != nil; {
+			if !b.mapped {
+				b = b.next
+				continue
+			}
+			seg := snapshot.Segment{
+				Device:     a.dev.index,
+				Address:    b.addr,
+				Stream:     b.stream,
+				Pool:       b.pool.kind(),
+				PoolID:     b.pool.id,
+				Expandable: r.expandable,
+				// Only the first block of a segment carries the segment's
+				// stack; splitting hands the front to a new block without
+				// it, which is why split segments show no frames.
+				Stack: b.segStack,
+			}
+			for ; b != nil && b.mapped; b = b.next {
+				st := b.state()
+				seg.Blocks = append(seg.Blocks, snapshot.Block{
+					Address:       b.addr,
+					Size:          b.size,
+					RequestedSize: b.requested,
+					State:         st,
+					Stack:         b.stack,
+				})
+				seg.TotalSize += b.size
+				if st == snapshot.ActiveAllocated {
+					seg.AllocatedSize += b.size
+				}
+				if st.Active() {
+					seg.ActiveSize += b.size
+					seg.RequestedSize += b.requested
+				}
+			}
+			out = append(out, seg)
+		}
+	}
+	return out
+}
+
+// Snapshot is torch.cuda.memory._snapshot() for this device: the trace,
+// the segments and the allocator settings, with the schema features of the
+// simulated version. As in PyTorch, the trace is copied first and a
+// "snapshot" entry (size = total active bytes) is recorded afterwards, so
+// it shows up in the next snapshot.
+func (a *Allocator) Snapshot() *snapshot.Snapshot {
+	v := a.v
+	// Traces is indexed by device ordinal; other devices have no history.
+	traces := make([][]snapshot.TraceEntry, a.dev.index+1)
+	traces[a.dev.index] = a.Trace()
+	s := &snapshot.Snapshot{
+		Traces:  traces,
+		Stacks:  a.stacks,
+		Strings: []string{""},
+		Features: snapshot.Features{
+			BlockHistory:     v < V2_1,
+			BlockAddresses:   v >= V2_1,
+			TimeUS:           v.hasTimeUS(),
+			CompileContext:   v.hasCompileContext(),
+			UserMetadata:     v.hasUserMetadata(),
+			AllocatorSetting: v.hasAllocatorSettings(),
+			Annotations:      v.hasAnnotations(),
+		},
+	}
+	if v.hasCompileContext() {
+		s.Strings = append(s.Strings, "N/A") // CompileContextNA
+	}
+	s.Segments = a.Segments()
+	if s.Stacks == nil {
+		s.Stacks = snapshot.NewStacks()
+	}
+	if v.hasAllocatorSettings() {
+		settings := a.cfg.Settings()
+		s.Settings = &settings
+	}
+	var active int64
+	for i := range s.Segments {
+		active += s.Segments[i].ActiveSize
+	}
+	a.record(snapshot.ActionSnapshot, 0, active, 0, snapshot.NoStack)
+	return s
+}

@@ -1,0 +1,182 @@
+package allocator
+
+import (
+	"errors"
+	"math"
+
+	"github.com/memstat/memstat/pkg/snapshot"
+)
+
+// HistoryMode is _record_memory_history's enabled argument.
+type HistoryMode uint8
+
+const (
+	// HistoryOff (enabled=None) stops recording and clears the history.
+	HistoryOff HistoryMode = iota
+	// HistoryState (enabled="state") keeps stacks for live blocks; the
+	// trace keeps only its latest entry.
+	HistoryState
+	// HistoryAll (enabled="all") also keeps the trace, up to MaxEntries.
+	HistoryAll
+)
+
+// ContextLevel is _record_memory_history's context argument: which
+// operations keep the caller's stack (PyTorch's RecordContext).
+type ContextLevel uint8
+
+const (
+	// ContextNever (context=None): no stacks.
+	ContextNever ContextLevel = iota
+	// ContextState (context="state"): live blocks keep their allocation
+	// stack; trace entries carry none.
+	ContextState
+	// ContextAlloc (context="alloc"): trace entries carry the stack of the
+	// allocation (frees carry the allocation's stack too).
+	ContextAlloc
+	// ContextAll (context="all"): frees carry their own stack.
+	ContextAll
+)
+
+// HistoryOptions are the arguments of
+// torch.cuda.memory._record_memory_history. The zero value turns recording
+// off; PyTorch's defaults are Enabled: HistoryAll, Context: ContextAll,
+// MaxEntries: 0 (unbounded).
+type HistoryOptions struct {
+	Enabled HistoryMode
+	Context ContextLevel
+	// MaxEntries bounds the trace ring buffer; <= 0 means unbounded
+	// (sys.maxsize).
+	MaxEntries int
+	// ClearHistory (2.6+) empties the trace while keeping recording on.
+	ClearHistory bool
+	// SkipActions (2.9+) are never stored. As in PyTorch only alloc,
+	// free_requested, free_completed, segment_alloc, segment_free, oom and
+	// snapshot can be skipped; other actions are ignored here.
+	SkipActions []snapshot.Action
+}
+
+// CompileContextNA is the StrID of "N/A", the compile_context of every
+// trace entry from 2.8 on (the simulator has no compile contexts). The
+// snapshot returned by Snapshot maps it in its Strings table.
+const CompileContextNA snapshot.StrID = 1
+
+type history struct {
+	enabled bool
+	context ContextLevel
+	skip    [snapshot.ActionFree + 1]bool
+	ring    ring
+}
+
+// ring is PyTorch's RingBuffer of trace entries: append until full, then
+// overwrite the oldest.
+type ring struct {
+	buf  []snapshot.TraceEntry
+	next int
+	max  int
+}
+
+// setMax changes the capacity and keeps the entries. Lowering it below the
+// number of entries makes PyTorch index past the new bound (undefined
+// behaviour); the simulator keeps the newest entries instead.
+func (r *ring) setMax(n int) {
+	r.max = max(1, n)
+	if len(r.buf) > r.max {
+		kept := r.entries()[len(r.buf)-r.max:]
+		r.buf = append(r.buf[:0], kept...)
+		r.next = 0
+	}
+}
+
+func (r *ring) insert(e snapshot.TraceEntry) {
+	if len(r.buf) < r.max {
+		r.buf = append(r.buf, e)
+		return
+	}
+	r.buf[r.next] = e
+	if r.next++; r.next == r.max {
+		r.next = 0
+	}
+}
+
+func (r *ring) entries() []snapshot.TraceEntry {
+	out := make([]snapshot.TraceEntry, 0, len(r.buf))
+	n := min(r.next, len(r.buf))
+	out = append(out, r.buf[n:]...)
+	return append(out, r.buf[:n]...)
+}
+
+func (r *ring) clear() {
+	r.buf = r.buf[:0]
+	r.next = 0
+}
+
+// RecordHistory is torch.cuda.memory._record_memory_history: start, change
+// or stop recording stacks and the trace of allocator events.
+//
+// Turning recording off clears the trace; changing MaxEntries keeps the
+// entries already there. In 2.0 every call cleared the trace.
+func (a *Allocator) RecordHistory(o HistoryOptions) error {
+	if o.ClearHistory && !a.v.hasClearHistory() {
+		return errors.New("allocator: clear_history needs PyTorch 2.6 or later")
+	}
+	if len(o.SkipActions) > 0 && !a.v.hasSkipActions() {
+		return errors.New("allocator: skip_actions needs PyTorch 2.9 or later")
+	}
+	enabled := o.Enabled != HistoryOff
+	n := o.MaxEntries
+	if n <= 0 {
+		n = math.MaxInt
+	}
+	if o.Enabled == HistoryState {
+		n = 1
+	}
+	a.hist.enabled = enabled
+	a.hist.skip = [len(a.hist.skip)]bool{}
+	for _, act := range o.SkipActions {
+		switch act {
+		case snapshot.ActionAlloc, snapshot.ActionFreeRequested, snapshot.ActionFreeCompleted,
+			snapshot.ActionSegmentAlloc, snapshot.ActionSegmentFree, snapshot.ActionOOM, snapshot.ActionSnapshot:
+			a.hist.skip[act] = true
+		}
+	}
+	a.hist.ring.setMax(n)
+	a.hist.context = ContextNever
+	if enabled {
+		a.hist.context = o.Context
+	}
+	if !enabled || o.ClearHistory || a.v.clearsTraceOnEveryRecordHistory() {
+		a.hist.ring.clear()
+	}
+	return nil
+}
+
+// record is record_trace. Entries carry the stack only from the "alloc"
+// context level up.
+func (a *Allocator) record(act snapshot.Action, addr uint64, size, stream int64, ctx snapshot.StackID) {
+	if !a.hist.enabled || a.mute || a.hist.skip[act] {
+		return
+	}
+	e := snapshot.TraceEntry{Action: act, Addr: addr, Size: size, Stream: stream}
+	if a.hist.context >= ContextAlloc {
+		e.Stack = ctx
+	}
+	if a.v.hasTimeUS() {
+		e.TimeUS = a.now()
+	}
+	if a.v.hasCompileContext() {
+		e.CompileContext = CompileContextNA
+	}
+	a.hist.ring.insert(e)
+}
+
+func (a *Allocator) now() int64 {
+	if a.clock != nil {
+		return a.clock()
+	}
+	a.tick++
+	return a.tick
+}
+
+// Trace returns the recorded trace, oldest entry first, without the side
+// effect of Snapshot.
+func (a *Allocator) Trace() []snapshot.TraceEntry { return a.hist.ring.entries() }
