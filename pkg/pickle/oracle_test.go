@@ -2,7 +2,6 @@ package pickle
 
 import (
 	"bytes"
-	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
@@ -12,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strings"
 	"testing"
 
@@ -21,69 +19,6 @@ import (
 
 	"github.com/memstat/memstat/internal/realdata"
 )
-
-// canon writes v in the canonical text form of testdata/canon.py.
-func canon(vs *Values, v Value, b *strings.Builder) {
-	v = vs.Resolve(v)
-	switch v.Kind {
-	case KindNone:
-		b.WriteString("N")
-	case KindBool:
-		if v.N != 0 {
-			b.WriteString("T")
-		} else {
-			b.WriteString("F")
-		}
-	case KindInt:
-		fmt.Fprintf(b, "i%d", int64(v.N))
-	case KindBigInt:
-		fmt.Fprintf(b, "i%s", vs.BigInt(v).String())
-	case KindFloat:
-		var w [8]byte
-		binary.BigEndian.PutUint64(w[:], v.N)
-		b.WriteString("f" + hex.EncodeToString(w[:]))
-	case KindString:
-		b.WriteString("s" + hex.EncodeToString([]byte(vs.Text(v))))
-	case KindBytes:
-		b.WriteString("b" + hex.EncodeToString([]byte(vs.Text(v))))
-	case KindList, KindTuple:
-		open, close := "[", "]"
-		if v.Kind == KindTuple {
-			open, close = "(", ")"
-		}
-		b.WriteString(open)
-		for i, x := range vs.Items(v) {
-			if i > 0 {
-				b.WriteString(",")
-			}
-			canon(vs, x, b)
-		}
-		b.WriteString(close)
-	case KindDict:
-		b.WriteString("{")
-		items := vs.Items(v)
-		for i := 0; i < len(items); i += 2 {
-			if i > 0 {
-				b.WriteString(",")
-			}
-			canon(vs, items[i], b)
-			b.WriteString(":")
-			canon(vs, items[i+1], b)
-		}
-		b.WriteString("}")
-	case KindSet:
-		var parts []string
-		for _, x := range vs.Items(v) {
-			var p strings.Builder
-			canon(vs, x, &p)
-			parts = append(parts, p.String())
-		}
-		sort.Strings(parts)
-		b.WriteString("<" + strings.Join(parts, ",") + ">")
-	default:
-		fmt.Fprintf(b, "?%s", v.Kind)
-	}
-}
 
 // canonGo writes a gopickle value in the same canonical form.
 func canonGo(v any, b *strings.Builder) {
@@ -148,9 +83,7 @@ func decodeCanon(t *testing.T, data []byte) string {
 	if err != nil {
 		t.Fatalf("decode: %v", err)
 	}
-	var b strings.Builder
-	canon(vs, v, &b)
-	return b.String()
+	return Canonical(vs, v)
 }
 
 func python(t *testing.T) string {
@@ -198,9 +131,7 @@ func TestAgreesWithCPythonOnEveryProtocol(t *testing.T) {
 			if err != nil {
 				t.Fatalf("streamed decode: %v", err)
 			}
-			var b strings.Builder
-			canon(d.Values(), v, &b)
-			if b.String() != want {
+			if Canonical(d.Values(), v) != want {
 				t.Errorf("streamed decode differs from CPython's")
 			}
 		})
@@ -238,7 +169,7 @@ func TestAgreesWithCPythonAndGopickleOnRealSnapshots(t *testing.T) {
 			if err != nil {
 				t.Fatalf("decode: %v", err)
 			}
-			got := digest(vs, v, map[uint64]string{})
+			got := Digest(vs, v)
 
 			u := gopickle.NewUnpickler(bytes.NewReader(data))
 			u.FindClass = func(module, name string) (any, error) {
@@ -264,48 +195,6 @@ func TestAgreesWithCPythonAndGopickleOnRealSnapshots(t *testing.T) {
 	}
 }
 
-// digest hashes a value like canon.py --digest: scalars by their canonical
-// text, containers by their items' digests, cached per container so that
-// shared stacks cost one hash.
-func digest(vs *Values, v Value, cache map[uint64]string) string {
-	v = vs.Resolve(v)
-	if !v.IsContainer() {
-		var b strings.Builder
-		canon(vs, v, &b)
-		return sha(b.String())
-	}
-	if h, ok := cache[v.N]; ok {
-		return h
-	}
-	items := vs.Items(v)
-	var parts []string
-	switch v.Kind {
-	case KindDict:
-		for i := 0; i+1 < len(items); i += 2 {
-			parts = append(parts, digest(vs, items[i], cache)+":"+digest(vs, items[i+1], cache))
-		}
-	default:
-		for _, x := range items {
-			parts = append(parts, digest(vs, x, cache))
-		}
-	}
-	var text string
-	switch v.Kind {
-	case KindDict:
-		text = "{" + strings.Join(parts, ",") + "}"
-	case KindSet:
-		sort.Strings(parts)
-		text = "<" + strings.Join(parts, ",") + ">"
-	case KindTuple:
-		text = "(" + strings.Join(parts, ",") + ")"
-	default:
-		text = "[" + strings.Join(parts, ",") + "]"
-	}
-	h := sha(text)
-	cache[v.N] = h
-	return h
-}
-
 // digestGo hashes a gopickle value the same way (cache by container
 // pointer).
 func digestGo(v any, cache map[any]string) string {
@@ -316,7 +205,7 @@ func digestGo(v any, cache map[any]string) string {
 	default:
 		var b strings.Builder
 		canonGo(v, &b)
-		return sha(b.String())
+		return sha256Hex(b.String())
 	}
 	if h, ok := cache[key]; ok {
 		return h
@@ -342,12 +231,8 @@ func digestGo(v any, cache map[any]string) string {
 		}
 		text = "{" + strings.Join(parts, ",") + "}"
 	}
-	h := sha(text)
+	h := sha256Hex(text)
 	cache[key] = h
 	return h
 }
 
-func sha(s string) string {
-	h := sha256.Sum256([]byte(s))
-	return hex.EncodeToString(h[:])
-}

@@ -230,9 +230,9 @@ func (b *builder) internStr(k int) StrID {
 		return 0
 	}
 	v := b.fields[k]
-	if v.Kind != pickle.KindString {
+	if v.Kind != pickle.KindString || b.vs.Text(v) == "" {
 		// user_metadata may be a dict in the newest viewer's reading; keep
-		// nothing rather than fail.
+		// nothing rather than fail. The empty string is id 0.
 		return 0
 	}
 	if id, ok := b.strIdx[v.N]; ok {
