@@ -235,4 +235,3 @@ func digestGo(v any, cache map[any]string) string {
 	cache[key] = h
 	return h
 }
-
