@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/memstat/memstat/pkg/snapshot"
 )
@@ -107,8 +108,8 @@ type event struct {
 // Like PyTorch it copies max_split_size into the statistics once, and
 // applies the configuration's per_process_memory_fraction (2.10+).
 func New(cfg Config, opts Options) (*Allocator, error) {
-	if cfg.Version < V2_0 {
-		return nil, errors.New("allocator: configuration has no version (use DefaultConfig or ParseConfig)")
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
 	if opts.Capacity < 0 || opts.TotalMemory < 0 {
 		return nil, errors.New("allocator: negative device capacity")
@@ -203,9 +204,14 @@ func (a *Allocator) MemoryFraction() float64 {
 	return float64(a.allowedMax) / float64(total)
 }
 
+// pyFloat formats a float as Python's str() does for the values a
+// fraction can take ("1.5", "2.0", "nan").
 func pyFloat(f float64) string {
+	if f != f {
+		return "nan"
+	}
 	s := strconv.FormatFloat(f, 'g', -1, 64)
-	if f == float64(int64(f)) && !slices.Contains([]byte(s), 'e') {
+	if !strings.ContainsAny(s, ".eIN") {
 		s += ".0"
 	}
 	return s
@@ -593,11 +599,14 @@ func (a *Allocator) CompleteStreamEvents(stream int64) {
 	}
 }
 
-// CompleteAllStreamEvents completes every outstanding event (the device is
-// idle).
+// CompleteAllStreamEvents completes every outstanding event on every
+// stream (the device is idle). Frees held by FreeDeferred are not events of
+// a real stream and stay pending.
 func (a *Allocator) CompleteAllStreamEvents() {
 	for _, q := range a.streams {
-		q.done = a.eventSeq
+		if q.stream != heldStream {
+			q.done = a.eventSeq
+		}
 	}
 }
 

@@ -1,6 +1,8 @@
 package allocator
 
 import (
+	"errors"
+	"fmt"
 	"math"
 	"strconv"
 	"strings"
@@ -73,6 +75,32 @@ func DefaultConfig(v Version) Config {
 		PerProcessMemoryFraction: 1,
 		PinnedNumRegisterThreads: 1,
 	}
+}
+
+// Validate checks a configuration built by hand (ParseConfig only produces
+// valid ones): values PyTorch's parser would reject cannot be simulated
+// faithfully either.
+func (c Config) Validate() error {
+	switch {
+	case c.Version < V2_0:
+		return errors.New("allocator: configuration has no version (use DefaultConfig or ParseConfig)")
+	case c.MaxSplitSize < LargeBuffer:
+		return fmt.Errorf("allocator: max_split_size %d is below 20 MiB", c.MaxSplitSize)
+	case c.MaxNonSplitRounding < LargeBuffer:
+		return fmt.Errorf("allocator: max_non_split_rounding %d is below 20 MiB", c.MaxNonSplitRounding)
+	case c.GarbageCollectionThreshold < 0 || c.GarbageCollectionThreshold >= 1:
+		return fmt.Errorf("allocator: garbage_collection_threshold %v outside [0, 1)", c.GarbageCollectionThreshold)
+	case !(c.PerProcessMemoryFraction >= 0 && c.PerProcessMemoryFraction <= 1):
+		return fmt.Errorf("allocator: per_process_memory_fraction %v outside [0, 1]", c.PerProcessMemoryFraction)
+	case c.Backend != "native" && c.Backend != "cudaMallocAsync":
+		return fmt.Errorf("allocator: unknown backend %q", c.Backend)
+	}
+	for i, d := range c.RoundupPower2Divisions {
+		if d != 0 && !isPow2(uint64(d)) {
+			return fmt.Errorf("allocator: roundup_power2_divisions[%d] = %d is not a power of two", i, d)
+		}
+	}
+	return nil
 }
 
 // RoundSize is round_size under this configuration: the block size a

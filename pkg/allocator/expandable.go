@@ -19,13 +19,13 @@ func (a *Allocator) tryAllocateExpandable(p *allocParams, ctx snapshot.StackID) 
 	if err != nil {
 		return nil, err
 	}
-	if !c.mapped && !a.mapBlock(c, min(c.size, p.size), ctx) {
+	if !c.mapped && !a.mapBlock(c, min(c.size, p.size), ctx, true) {
 		return nil, nil
 	}
 	for c.size < p.size {
 		// Invariant: c is free and mapped, c.next is unmapped.
 		next := c.next
-		if !a.mapBlock(next, min(p.size-c.size, next.size), ctx) {
+		if !a.mapBlock(next, min(p.size-c.size, next.size), ctx, true) {
 			return nil, nil
 		}
 		c = next // next absorbed c
@@ -86,15 +86,17 @@ func (a *Allocator) createReservation(addr uint64, stream int64, pool *blockPool
 }
 
 // mapBlock is map_block: map the pages covering the first size bytes of an
-// unmapped block (all or nothing). The mapped part keeps the block object
-// and merges with free mapped neighbours; the rest stays an unmapped block.
-func (a *Allocator) mapBlock(b *block, size int64, ctx snapshot.StackID) bool {
+// unmapped block (all or nothing; without checkCapacity the device's
+// capacity is ignored, for forced maps). The mapped part keeps the block
+// object and merges with free mapped neighbours; the rest stays an unmapped
+// block.
+func (a *Allocator) mapBlock(b *block, size int64, ctx snapshot.StackID, checkCapacity bool) bool {
 	r := b.region
 	off := int64(b.addr - r.base)
 	first := off / r.page
 	end := (off + size + r.page - 1) / r.page
 	n := (end - first) * r.page
-	if n == 0 || !a.dev.fits(n) {
+	if n == 0 || (checkCapacity && !a.dev.fits(n)) {
 		return false
 	}
 	mappedAt := b.addr
