@@ -124,7 +124,7 @@ func (c *Config) nonSplitTolerance() uint64 {
 
 // Settings returns the allocator_settings dict a snapshot of this
 // configuration carries (2.3+).
-func (c *Config) Settings() snapshot.AllocatorSettings {
+func (c Config) Settings() snapshot.AllocatorSettings {
 	s := snapshot.AllocatorSettings{
 		AllocConf:                  c.Source,
 		MaxSplitSize:               c.maxSplitStat(),

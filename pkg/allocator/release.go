@@ -20,7 +20,11 @@ func (e *InternalAssertError) Error() string {
 	return fmt.Sprintf("%s INTERNAL ASSERT FAILED (simulated PyTorch allocator)", e.Condition)
 }
 
-var errExpandableRelease = &InternalAssertError{Condition: "!block->expandable_segment_"}
+// expandableAssert is the assert an expandable block trips in
+// release_block before 2.5.
+func expandableAssert() error {
+	return &InternalAssertError{Condition: "!block->expandable_segment_"}
+}
 
 // EmptyCache is torch.cuda.empty_cache(): wait for every outstanding event,
 // then return every fully free segment (and every free page of expandable
@@ -93,7 +97,7 @@ func (a *Allocator) releaseAvailableCachedBlocks(p *allocParams, ctx snapshot.St
 	it, ok := pool.blocks.lowerBound(key)
 	if ok && it.k.stream == p.stream && !(skipExpandable && it.b.expandable()) {
 		if it.b.expandable() {
-			return false, errExpandableRelease
+			return false, expandableAssert()
 		}
 		a.releaseBlock(it.b, ctx)
 		return true, nil
@@ -107,7 +111,7 @@ func (a *Allocator) releaseAvailableCachedBlocks(p *allocParams, ctx snapshot.St
 		next, more := pool.blocks.before(cur.key())
 		if cur.expandable() {
 			if !skipExpandable {
-				return false, errExpandableRelease
+				return false, expandableAssert()
 			}
 		} else {
 			released += uint64(cur.size)
@@ -162,7 +166,7 @@ func (a *Allocator) garbageCollect(ctx snapshot.StackID) error {
 				continue
 			}
 			if b.expandable() {
-				return errExpandableRelease
+				return expandableAssert()
 			}
 			freed = true
 			reclaimed += b.size

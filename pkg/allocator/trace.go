@@ -40,7 +40,9 @@ const (
 // HistoryOptions are the arguments of
 // torch.cuda.memory._record_memory_history. The zero value turns recording
 // off; PyTorch's defaults are Enabled: HistoryAll, Context: ContextAll,
-// MaxEntries: 0 (unbounded).
+// MaxEntries: 0 (unbounded). The stacks argument ("python" or "all") has no
+// counterpart: callers pass whatever stack they recorded with each
+// operation, and the context level decides where it is kept.
 type HistoryOptions struct {
 	Enabled HistoryMode
 	Context ContextLevel
