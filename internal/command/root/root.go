@@ -35,7 +35,7 @@ other allocator settings.`,
 		return &command.FlagError{Err: err}
 	})
 	cmd.CompletionOptions.HiddenDefaultCmd = true
-	for _, sub := range commands {
+	for _, sub := range commandList() {
 		cmd.AddCommand(sub(f))
 	}
 	return cmd
