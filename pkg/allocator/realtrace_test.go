@@ -1,295 +1,198 @@
 package allocator
 
 import (
-	"errors"
 	"path/filepath"
-	"slices"
 	"testing"
 
+	"github.com/memstat/memstat/internal/realdata"
 	"github.com/memstat/memstat/pkg/snapshot"
 )
 
-// realTraceDir holds snapshots recorded by real PyTorch runs (shared test
-// data, not part of the repository). The test is skipped without it.
-const realTraceDir = "/work/shared/testdata/real"
+// realTrace is what the replay must find in one published snapshot.
+type realTrace struct {
+	entries, segmentEvents, placements int
+	coverage                           string
+	markers                            int // "snapshot" entries
+	ooms                               int
+	// reconciled: blocks the trace leaves live and the snapshot has free
+	// (a cut-down file whose trace stops before its final state).
+	reconciled int
+}
 
-// TestRealTraces replays every recorded trace of the shared sample
-// snapshots through the simulator and requires PyTorch's decisions exactly:
-// every alloc at the recorded address, every segment_alloc / segment_free
-// at the recorded address and size and in the recorded order, and the
-// final segments and blocks of the snapshot.
-//
-// The replay follows the allocator model §16: allocs, frees and ooms are
-// the inputs; segment addresses come from the trace (the simulator decides
-// when to create a segment, the trace only where); a segment_free the
-// simulator does not produce itself is a user empty_cache(); segments that
-// existed before recording started are seeded from the final snapshot and
-// from the addresses whose first event is a free.
+// realTraces lists every published snapshot with a trace (device 0) and
+// what its trace holds. The counts come from the files; the test requires
+// the simulator to reproduce all of it.
+var realTraces = map[string]realTrace{
+	"Da1sypetals__tomi__snapshots_snapshot.pickle":                                                        {713, 1, 240, CoveragePartial, 0, 0, 0},
+	"HugePandaCoder__octree-nca-groupeq__mem_snapshots_cuda_single_step.pickle":                           {5, 1, 2, CoveragePartial, 0, 0, 0},
+	"JasperSolt__EoR_NN__snapshot.pickle":                                                                 {5803, 7, 1935, CoveragePartial, 9, 0, 0},
+	"LfieLike__SketchKV2__my_snapshot.pickle":                                                             {1, 0, 0, CoveragePartial, 0, 0, 0},
+	"MAGMA27__assignment2-systems__memory_snapshot.pickle":                                                {5163, 0, 1721, CoveragePartial, 0, 0, 0},
+	"Maphsge4__select_n__snapshot.pickle_at_1f2f548":                                                      {4496, 13, 1497, CoveragePartial, 0, 0, 0},
+	"Nesta-gitU__discrete_diffusion__memory_snapshot.json":                                                {1299, 132, 576, CoverageComplete, 0, 1, 0},
+	"Yiyi-philosophy__LLM-inference__1.3b_snapshot.pickle":                                                {1, 0, 0, CoveragePartial, 0, 0, 0},
+	"ZidongLiu__DeComFL__memory.pickle":                                                                   {23105, 61, 7946, CoverageComplete, 0, 0, 0},
+	"bcrafton__assignment2-systems__memory_snapshot.pickle":                                               {6486, 0, 2162, CoveragePartial, 0, 0, 0},
+	"cranberrii__ftcourse__memory_snapshot.pickle":                                                        {10307, 152, 3505, CoveragePartial, 0, 0, 0},
+	"drisspg__transformer_nuggets__test_data_mini_snapshot.pickle":                                        {50, 14, 28, CoverageComplete, 0, 0, 24},
+	"jogregoire__How-Diffusion-Models-Work__my_snapshot.pickle":                                           {1, 0, 0, CoveragePartial, 0, 0, 0},
+	"mryab__efficient-dl-systems__week06_dl_arithmetic_seminar_cross_entropy_compiled_ce_snapshot.pickle": {21, 5, 8, CoverageComplete, 0, 0, 0},
+	"shreyansh26__MLSys-Experiments__model_memory_usage_profile_grad.pkl":                                 {33, 7, 12, CoverageComplete, 0, 0, 0},
+	"sidsoc12__spring2024-assignment2-systems__cs336_systems_mem_snapshot_ctx128_fp32_train.pickle":       {27358, 678, 8768, CoveragePartial, 0, 0, 0},
+	"silmont2000__assignment2-systems__mem_snapshot.pickle":                                               {97, 9, 36, CoverageComplete, 0, 0, 0},
+}
+
+// TestRealTraces replays every published snapshot in follow mode
+// (allocator model §16) and requires PyTorch's decisions exactly: every
+// segment_alloc / segment_free at the recorded address and size and in
+// the recorded order, every alloc at the recorded address, every recorded
+// oom, the active bytes of every "snapshot" marker, and at the end the
+// snapshot's segments, blocks, states and (where knowable) requested
+// sizes. Traces that start mid-run get their starting state rebuilt; the
+// one cut-down fixture (drisspg's mini_snapshot: its trace stops before
+// its final state, 24 blocks live at the end of the trace are free in the
+// snapshot) must match once those blocks are freed. Snapshots without a
+// trace must replay to their own state.
 func TestRealTraces(t *testing.T) {
-	files, _ := filepath.Glob(filepath.Join(realTraceDir, "*"))
-	if len(files) == 0 {
-		t.Skip("no shared sample snapshots at " + realTraceDir)
-	}
-	replayed := 0
-	for _, fn := range files {
-		if filepath.Ext(fn) == ".tsv" {
-			continue
-		}
-		snap, err := snapshot.Load(fn)
-		if err != nil {
-			continue // not every sample is readable by every reader version
-		}
-		tr := snap.Trace(0)
-		if len(tr) < 5 {
-			continue
-		}
-		t.Run(filepath.Base(fn), func(t *testing.T) { replayRecorded(t, snap) })
-		replayed++
-	}
-	if replayed == 0 {
-		t.Skip("no usable traces")
-	}
-}
-
-func replayRecorded(t *testing.T, snap *snapshot.Snapshot) {
-	real := snap.Trace(0)
-	final := snap.DeviceSegments(0)
-	for _, s := range final {
-		if s.Expandable || !s.PoolID.IsDefault() {
-			t.Skip("expandable or private-pool snapshot")
-		}
-	}
-	// Capacity: device_free plus reserved memory at the first oom entry;
-	// unlimited without one.
-	var capacity, reserved int64
-	created := map[uint64]bool{}
-	first := map[uint64]snapshot.Action{}
-	freedFirst := map[uint64]int64{}
-	for _, e := range real {
-		switch e.Action {
-		case snapshot.ActionSegmentAlloc:
-			reserved += e.Size
-			created[e.Addr] = true
-		case snapshot.ActionSegmentFree:
-			reserved -= e.Size
-		case snapshot.ActionOOM:
-			if capacity == 0 {
-				capacity = e.DeviceFree() + reserved
+	seen := 0
+	for _, fn := range realdata.Files(t) {
+		name := filepath.Base(fn)
+		t.Run(name, func(t *testing.T) {
+			snap, err := snapshot.Load(fn)
+			if err != nil {
+				t.Fatal(err)
 			}
-		case snapshot.ActionAlloc, snapshot.ActionFreeRequested, snapshot.ActionFreeCompleted, snapshot.ActionFree:
-			if _, seen := first[e.Addr]; !seen {
-				first[e.Addr] = e.Action
-				if e.Action != snapshot.ActionAlloc {
-					freedFirst[e.Addr] = e.Size
+			want, hasTrace := realTraces[name]
+			devices := 0
+			for d := range snap.Devices() {
+				if len(snap.Trace(d)) == 0 && len(snap.DeviceSegments(d)) == 0 {
+					continue
 				}
+				devices++
+				r, err := NewReplay(snap, ReplayOptions{Device: d, CheckEvery: 100})
+				if err != nil {
+					t.Fatal(err)
+				}
+				res, err := r.Run()
+				if err != nil {
+					t.Fatal(err)
+				}
+				f, ag := res.Fidelity, res.Agreement
+				if f.Divergences != 0 || f.Unapplied != 0 || f.ForcedOperations != 0 {
+					t.Errorf("device %d: fidelity %+v", d, *f)
+				}
+				if len(snap.Trace(d)) == 0 {
+					if res.History.Coverage != CoverageNone || !ag.Exact() {
+						t.Errorf("device %d without a trace: coverage %s, agreement %+v", d, res.History.Coverage, *ag)
+					}
+					continue
+				}
+				if !hasTrace || d != 0 {
+					t.Fatalf("device %d has a trace the test does not know", d)
+				}
+				seen++
+				got := realTrace{
+					entries: res.History.Entries, segmentEvents: f.SegmentEvents.Reproduced, placements: f.Placements.Reproduced,
+					coverage: res.History.Coverage, markers: f.SnapshotMarkers.Reproduced, ooms: res.OOMs.Simulated, reconciled: ag.Reconciled,
+				}
+				if got != want || f.SegmentEvents.Recorded != want.segmentEvents || f.Placements.Recorded != want.placements ||
+					f.SnapshotMarkers.Recorded != want.markers || res.OOMs.Recorded != want.ooms {
+					t.Errorf("replay %+v (fidelity %+v), want %+v", got, *f, want)
+				}
+				if ag.Remaining != 0 || (want.reconciled == 0) != ag.Exact() {
+					t.Errorf("agreement %+v", *ag)
+				}
+				if err := r.Allocator().CheckInvariants(); err != nil {
+					t.Fatal(err)
+				}
+				t.Logf("%s: %d entries, segment events %d/%d, placements %d/%d, %d pre-existing segments",
+					res.History.Coverage, res.History.Entries, f.SegmentEvents.Reproduced, f.SegmentEvents.Recorded,
+					f.Placements.Reproduced, f.Placements.Recorded, res.History.PreexistingSegments)
 			}
-		}
-	}
-
-	var queue []uint64 // recorded segment_alloc addresses not yet used
-	hook := func(SegmentRequest) (uint64, bool) {
-		if len(queue) == 0 {
-			return 0, false
-		}
-		addr := queue[0]
-		queue = queue[1:]
-		return addr, true
-	}
-	cfg := DefaultConfig(Latest)
-	a, err := New(cfg, Options{Capacity: capacity, SegmentAddress: hook})
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	seeded := map[uint64]bool{}
-	for _, s := range final {
-		if created[s.Address] {
-			continue
-		}
-		seeded[s.Address] = true
-		if err := a.SeedSegment(startingState(cfg, s, first, freedFirst)); err != nil {
-			t.Fatalf("seeding %#x: %v", s.Address, err)
-		}
-	}
-	if err := a.CheckInvariants(); err != nil {
-		t.Fatalf("after seeding: %v", err)
-	}
-
-	// rc is the next recorded entry the simulator must produce.
-	rc := 0
-	skipSnapshots := func() {
-		for rc < len(real) && real[rc].Action == snapshot.ActionSnapshot {
-			rc++
-		}
-	}
-	produced := func(i int) {
-		t.Helper()
-		for _, e := range a.Trace() {
-			skipSnapshots()
-			if rc >= len(real) {
-				t.Fatalf("entry %d: simulator produced %s %#x %d past the end of the trace", i, e.Action, e.Addr, e.Size)
+			if devices == 0 {
+				t.Fatal("no device with segments or a trace")
 			}
-			r := real[rc]
-			if r.Action == snapshot.ActionFree {
-				r.Action = snapshot.ActionFreeCompleted
-			}
-			if e.Action != r.Action || e.Addr != r.Addr || e.Size != r.Size {
-				t.Fatalf("recorded entry %d is %s %#x %d, the simulator produced %s %#x %d",
-					rc, r.Action, r.Addr, r.Size, e.Action, e.Addr, e.Size)
-			}
-			rc++
-		}
-		// Only this operation's entries are looked at next time.
-		if err := a.RecordHistory(HistoryOptions{Enabled: HistoryAll, ClearHistory: true}); err != nil {
-			t.Fatal(err)
-		}
+		})
 	}
-	produced(-1)
-	allocs := 0
-	for i, e := range real {
-		if i < rc {
-			continue // already produced by the simulator
-		}
-		var err error
-		switch e.Action {
-		case snapshot.ActionSegmentAlloc:
-			queue = append(queue, e.Addr)
-			continue
-		case snapshot.ActionSegmentFree:
-			a.EmptyCache(0) // not explained by the simulator: a user empty_cache()
-		case snapshot.ActionAlloc:
-			_, err = a.Malloc(e.Size, e.Stream, 0)
-			allocs++
-		case snapshot.ActionFreeRequested:
-			err = a.FreeDeferred(e.Addr, 0)
-		case snapshot.ActionFreeCompleted:
-			err = a.CompletePendingFree(e.Addr, 0)
-		case snapshot.ActionFree:
-			err = a.Free(e.Addr, 0)
-		case snapshot.ActionOOM:
-			if _, err = a.Malloc(e.Size, e.Stream, 0); errors.As(err, new(*OOMError)) {
-				err = nil
-			} else {
-				t.Fatalf("entry %d: the recorded OOM did not happen (%v)", i, err)
-			}
-		default:
-			continue
-		}
-		if err != nil {
-			t.Fatalf("entry %d (%s %#x %d): %v", i, e.Action, e.Addr, e.Size, err)
-		}
-		produced(i)
-		if i%500 == 0 {
-			if err := a.CheckInvariants(); err != nil {
-				t.Fatalf("entry %d: %v", i, err)
-			}
-		}
+	if seen != len(realTraces) {
+		t.Errorf("replayed %d traces, the table lists %d", seen, len(realTraces))
 	}
-	skipSnapshots()
-	if rc != len(real) {
-		t.Fatalf("the simulator produced entries up to %d of %d", rc, len(real))
-	}
-	if err := a.CheckInvariants(); err != nil {
-		t.Fatal(err)
-	}
-
-	// Final state: same segments and blocks. Requested sizes of free blocks
-	// in seeded segments are stale values from before the recording, which
-	// the trace cannot tell. Some published files are cut-down fixtures
-	// whose trace stops before the snapshot was taken: blocks still live in
-	// the simulation but free in the snapshot are freed first.
-	activeAtEnd := map[uint64]bool{}
-	for _, s := range final {
-		for _, b := range s.Blocks {
-			if b.State.Active() {
-				activeAtEnd[b.Address] = true
-			}
-		}
-	}
-	var stale []uint64
-	a.Blocks(func(b BlockInfo) bool {
-		if b.State == snapshot.ActiveAllocated && !activeAtEnd[b.Address] {
-			stale = append(stale, b.Address)
-		}
-		return true
-	})
-	for _, addr := range stale {
-		if err := a.Free(addr, 0); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if len(stale) > 0 {
-		t.Logf("trace ends before the snapshot: %d blocks freed to match it", len(stale))
-	}
-	sim := a.Segments()
-	if len(sim) != len(final) {
-		t.Fatalf("%d segments, recorded %d", len(sim), len(final))
-	}
-	for i, s := range sim {
-		r := final[i]
-		if s.Address != r.Address || s.TotalSize != r.TotalSize || len(s.Blocks) != len(r.Blocks) {
-			t.Fatalf("segment %d: %#x %d (%d blocks), recorded %#x %d (%d blocks)",
-				i, s.Address, s.TotalSize, len(s.Blocks), r.Address, r.TotalSize, len(r.Blocks))
-		}
-		for j, b := range s.Blocks {
-			rb := r.Blocks[j]
-			if b.Address != rb.Address || b.Size != rb.Size {
-				t.Errorf("segment %#x block %d: %#x %d, recorded %#x %d", s.Address, j, b.Address, b.Size, rb.Address, rb.Size)
-			}
-			if b.State == rb.State && b.RequestedSize != rb.RequestedSize && !(seeded[s.Address] && !b.State.Active()) {
-				t.Errorf("block %#x: requested %d, recorded %d", b.Address, b.RequestedSize, rb.RequestedSize)
-			}
-		}
-	}
-	t.Logf("%d allocs, %d entries reproduced, %d segments seeded", allocs, rc, len(seeded))
 }
 
-// startingState reconstructs a segment that existed before recording
-// started: its live blocks are the snapshot's active blocks the trace never
-// touches plus the addresses whose first event is a free (size: the
-// rounded request, grown by a rest too small to have been split off); the
-// gaps are free.
-func startingState(cfg Config, s *snapshot.Segment, first map[uint64]snapshot.Action, freedFirst map[uint64]int64) snapshot.Segment {
-	type live struct {
-		addr      uint64
-		size, req int64
+// TestRealWhatIf replays two real traces (one from empty, one mid-run)
+// under other settings and on a smaller device. The state must stay valid
+// after every entry; the same tensors are allocated (requested bytes and
+// live allocations peak as recorded) while what the cache reserves
+// changes the way the settings say; and a device with half the memory the
+// run allocated runs out of memory.
+func TestRealWhatIf(t *testing.T) {
+	for _, name := range []string{"ZidongLiu__DeComFL", "sidsoc12__spring2024"} {
+		t.Run(name, func(t *testing.T) {
+			snap, err := snapshot.Load(realdata.File(t, name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			fr, err := NewReplay(snap, ReplayOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rec, _ := fr.Run()
+			v := GuessVersion(snap)
+			run := func(o ReplayOptions) *ReplayResult {
+				t.Helper()
+				o.Mode, o.CheckEvery = WhatIf, 7
+				r, err := NewReplay(snap, o)
+				if err != nil {
+					t.Fatal(err)
+				}
+				res, err := r.Run()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := r.Allocator().CheckInvariants(); err != nil {
+					t.Fatal(err)
+				}
+				return res
+			}
+			for _, conf := range []string{"max_split_size_mb:128", "expandable_segments:True"} {
+				cfg, err := ParseConfig(conf, v)
+				if err != nil {
+					t.Fatal(err)
+				}
+				res := run(ReplayOptions{Config: &cfg})
+				for _, k := range []string{"requested_bytes.all.peak", "allocation.all.peak", "requested_bytes.all.current", "allocation.all.current"} {
+					if res.Stat(k) != rec.Stat(k) {
+						t.Errorf("%s: %s = %d, recorded %d", conf, k, res.Stat(k), rec.Stat(k))
+					}
+				}
+				if res.OOMs.Simulated != 0 || !(res.Stat("reserved_bytes.all.peak") >= res.Stat("allocated_bytes.all.peak") &&
+					res.Stat("allocated_bytes.all.peak") >= res.Stat("requested_bytes.all.peak")) {
+					t.Errorf("%s: implausible peaks: reserved %d, allocated %d, requested %d, ooms %d", conf,
+						res.Stat("reserved_bytes.all.peak"), res.Stat("allocated_bytes.all.peak"), res.Stat("requested_bytes.all.peak"), res.OOMs.Simulated)
+				}
+				switch conf {
+				case "expandable_segments:True":
+					// No cudaMalloc'd segments, and less reserved than
+					// the fragmented original.
+					if res.Stat("segment.all.peak") != 0 || res.Stat("inactive_split_bytes.all.peak") != 0 ||
+						res.Stat("reserved_bytes.all.peak") > rec.Stat("reserved_bytes.all.peak") {
+						t.Errorf("%s: segments %d, inactive split %d, reserved peak %d (recorded %d)", conf, res.Stat("segment.all.peak"),
+							res.Stat("inactive_split_bytes.all.peak"), res.Stat("reserved_bytes.all.peak"), rec.Stat("reserved_bytes.all.peak"))
+					}
+				case "max_split_size_mb:128":
+					if res.Stat("max_split_size") != 128<<20 {
+						t.Errorf("max_split_size %d", res.Stat("max_split_size"))
+					}
+				}
+				t.Logf("%s: reserved peak %d (recorded %d), %d cudaMalloc/map calls (recorded %d)", conf,
+					res.Stat("reserved_bytes.all.peak"), rec.Stat("reserved_bytes.all.peak"), res.SegmentsCreated, rec.SegmentsCreated)
+			}
+			capacity := rec.Stat("allocated_bytes.all.peak") / 2
+			res := run(ReplayOptions{Capacity: capacity})
+			if res.OOMs.Simulated == 0 || res.Stat("num_ooms") != int64(res.OOMs.Simulated) || res.Stat("reserved_bytes.all.peak") > capacity {
+				t.Errorf("device of %d bytes: ooms %+v, num_ooms %d, reserved peak %d", capacity, res.OOMs, res.Stat("num_ooms"), res.Stat("reserved_bytes.all.peak"))
+			}
+			t.Logf("device of %d bytes: %d simulated OOMs", capacity, res.OOMs.Simulated)
+		})
 	}
-	var blocks []live
-	for _, b := range s.Blocks {
-		if _, touched := first[b.Address]; !touched && b.State.Active() {
-			blocks = append(blocks, live{b.Address, b.Size, b.RequestedSize})
-		}
-	}
-	for addr, req := range freedFirst {
-		if addr >= s.Address && addr < s.End() {
-			blocks = append(blocks, live{addr, cfg.RoundSize(req), req})
-		}
-	}
-	slices.SortFunc(blocks, func(x, y live) int {
-		if x.addr < y.addr {
-			return -1
-		}
-		return 1
-	})
-	out := snapshot.Segment{Address: s.Address, TotalSize: s.TotalSize, Stream: s.Stream, Pool: s.Pool}
-	at := s.Address
-	for i, b := range blocks {
-		end := s.End()
-		if i+1 < len(blocks) {
-			end = blocks[i+1].addr
-		}
-		rest := int64(end - (b.addr + uint64(b.size)))
-		if (s.Pool == snapshot.SmallPool && rest < MinBlockSize) || (s.Pool == snapshot.LargePool && rest <= SmallSize) {
-			b.size += rest
-		}
-		if b.addr > at {
-			out.Blocks = append(out.Blocks, snapshot.Block{Address: at, Size: int64(b.addr - at)})
-		}
-		out.Blocks = append(out.Blocks, snapshot.Block{Address: b.addr, Size: b.size, RequestedSize: b.req, State: snapshot.ActiveAllocated})
-		at = b.addr + uint64(b.size)
-	}
-	if len(blocks) > 0 && at < s.End() {
-		out.Blocks = append(out.Blocks, snapshot.Block{Address: at, Size: int64(s.End() - at)})
-	}
-	return out
 }

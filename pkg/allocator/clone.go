@@ -1,0 +1,155 @@
+package allocator
+
+import "slices"
+
+// This file gives the trace-replay driver two ways to know what the
+// simulator would do before committing to it: a deep copy of the whole
+// allocator (clone), on which a call can be tried and thrown away, and
+// side-effect-free predictions of the two common outcomes of Malloc (a
+// cache hit, or one new cudaMalloc'd segment), which avoid the copy on the
+// hot path. Neither is used by the decision path itself.
+
+// clone returns an independent deep copy of the allocator: the same
+// blocks (block identities preserved one to one), free sets, address
+// maps, event queues, statistics, device and history. The copy shares
+// only immutable things: the configuration, the stack table, the clock
+// and the segment-address hook.
+func (a *Allocator) clone() *Allocator {
+	c := *a
+	dev := *a.dev
+	c.dev = &dev
+	c.small = blockPool{small: a.small.small, id: a.small.id, freeCalls: a.small.freeCalls}
+	c.large = blockPool{small: a.large.small, id: a.large.id, freeCalls: a.large.freeCalls}
+	pools := func(p *blockPool) *blockPool {
+		if p == &a.small {
+			return &c.small
+		}
+		return &c.large
+	}
+	m := make(map[*block]*block, 2*len(a.regions))
+	c.regions = make(regions, len(a.regions))
+	for i, r := range a.regions {
+		nr := new(region)
+		*nr = *r
+		nr.pool = pools(r.pool)
+		var prev *block
+		for b := r.head; b != nil; b = b.next {
+			nb := new(block)
+			*nb = *b
+			nb.pool = pools(b.pool)
+			nb.region = nr
+			nb.streamUses = slices.Clone(b.streamUses)
+			nb.prev, nb.next = prev, nil
+			if prev != nil {
+				prev.next = nb
+			} else {
+				nr.head = nb
+			}
+			m[b] = nb
+			prev = nb
+		}
+		c.regions[i] = nr
+	}
+	c.small.blocks = a.small.blocks.cloneWith(m)
+	c.small.unmapped = a.small.unmapped.cloneWith(m)
+	c.large.blocks = a.large.blocks.cloneWith(m)
+	c.large.unmapped = a.large.unmapped.cloneWith(m)
+	c.allocated = addrTable{}
+	a.allocated.each(func(k uint64, b *block) { c.allocated.put(k, m[b]) })
+	c.pending = addrTable{}
+	a.pending.each(func(k uint64, b *block) { c.pending.put(k, m[b]) })
+	c.streams = make([]*streamQueue, len(a.streams))
+	for i, q := range a.streams {
+		nq := &streamQueue{stream: q.stream, done: q.done, events: make([]event, len(q.events))}
+		for j, e := range q.events {
+			nq.events[j] = event{b: m[e.b], seq: e.seq}
+		}
+		c.streams[i] = nq
+	}
+	c.hist.ring.buf = slices.Clone(a.hist.ring.buf)
+	c.spare = nil
+	return &c
+}
+
+// cloneWith copies the tree's shape, mapping every block through m.
+func (t *btree) cloneWith(m map[*block]*block) btree {
+	var cp func(n *bnode) *bnode
+	cp = func(n *bnode) *bnode {
+		nn := &bnode{items: make([]freeItem, len(n.items), btreeMaxItems+1)}
+		for i, it := range n.items {
+			nn.items[i] = freeItem{k: it.k, b: m[it.b]}
+		}
+		if n.children != nil {
+			nn.children = make([]*bnode, len(n.children), btreeMaxItems+2)
+			for i, ch := range n.children {
+				nn.children[i] = cp(ch)
+			}
+		}
+		return nn
+	}
+	out := btree{n: t.n}
+	if t.root != nil {
+		out.root = cp(t.root)
+	}
+	return out
+}
+
+// mallocOutcome is what a Malloc would do, as far as a prediction can
+// tell without running it.
+type mallocOutcome uint8
+
+const (
+	// outcomeUnknown: a path the prediction does not model (fallbacks,
+	// expandable segments, garbage collection, events to process); the
+	// driver tries the call on a clone instead.
+	outcomeUnknown mallocOutcome = iota
+	// outcomeCacheHit: served from the cached block at addr.
+	outcomeCacheHit
+	// outcomeNewSegment: a cache miss served by one new cudaMalloc'd
+	// segment of allocSize bytes, which the request takes from its start.
+	outcomeNewSegment
+)
+
+// predictMalloc tells, without changing anything, what Malloc(size,
+// stream) would do in the current state when that is one of the two
+// common cases. For a cache hit addr is the block's address.
+func (a *Allocator) predictMalloc(size, stream int64) (out mallocOutcome, addr uint64, allocSize int64) {
+	if size <= 0 || size >= OneEiB || a.gcEnabled() || a.nEvents > 0 && a.hasCompletedEvents() {
+		return outcomeUnknown, 0, 0
+	}
+	rounded := roundSize(size, &a.cfg.RoundupPower2Divisions, a.v)
+	pool := a.poolFor(rounded)
+	allocSize = AllocationSize(rounded)
+	it, ok := pool.blocks.lowerBound(freeKey{stream, rounded, 0})
+	if ok && it.k.stream == stream {
+		b := it.b
+		if b.expandable() {
+			return outcomeUnknown, 0, 0
+		}
+		maxSplit := a.cfg.MaxSplitSize
+		switch {
+		case uint64(rounded) < maxSplit && uint64(b.size) >= maxSplit:
+		case uint64(rounded) >= maxSplit && uint64(b.size) >= uint64(rounded)+a.cfg.nonSplitTolerance():
+		default:
+			return outcomeCacheHit, b.addr, allocSize
+		}
+	}
+	if a.cfg.ExpandableSegments && a.v.hasExpandableSegments() {
+		return outcomeUnknown, 0, 0
+	}
+	if a.fractionSet && a.dev.obtained+allocSize > a.allowedMax || !a.dev.fits(allocSize) {
+		return outcomeUnknown, 0, 0
+	}
+	return outcomeNewSegment, 0, allocSize
+}
+
+// hasCompletedEvents reports whether the next Malloc's process_events
+// would free anything.
+func (a *Allocator) hasCompletedEvents() bool {
+	for _, q := range a.streams {
+		if len(q.events) > 0 && q.events[0].seq <= q.done {
+			return true
+		}
+	}
+	return false
+}

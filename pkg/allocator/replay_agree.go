@@ -1,0 +1,206 @@
+package allocator
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/memstat/memstat/pkg/snapshot"
+)
+
+const maxMismatches = 20
+
+// agree compares the replayed state with the snapshot's final segments.
+func (r *Replay) agree() *Agreement {
+	ag := &Agreement{}
+	compareStates(r.a.Segments(), r.final, r.start.exact, r.seeded, ag)
+	if len(r.trace) == 0 {
+		ag.Note = "no trace: the replayed state is the snapshot's own, so the two agree by construction"
+	}
+	return ag
+}
+
+// compareStates fills ag with the differences between the replayed
+// segments and the snapshot's. Requested sizes are compared where the
+// replay can know them: for active blocks, and for free blocks of
+// segments the trace created or left untouched (free blocks of a rebuilt
+// starting state keep stale values from before the recording).
+func compareStates(sim []snapshot.Segment, snap []*snapshot.Segment, exact map[uint64]bool, seeded spans, ag *Agreement) {
+	mismatch := func(format string, args ...any) {
+		ag.MismatchCount++
+		if len(ag.Mismatches) < maxMismatches {
+			ag.Mismatches = append(ag.Mismatches, fmt.Sprintf(format, args...))
+		}
+	}
+	simBy := make(map[uint64]*snapshot.Segment, len(sim))
+	for i := range sim {
+		simBy[sim[i].Address] = &sim[i]
+		ag.Blocks.Replayed += len(sim[i].Blocks)
+	}
+	ag.Segments.Snapshot, ag.Segments.Replayed = len(snap), len(sim)
+	inSnap := make(map[uint64]bool, len(snap))
+	for _, s := range snap {
+		inSnap[s.Address] = true
+		ag.Blocks.Snapshot += len(s.Blocks)
+		m := simBy[s.Address]
+		switch {
+		case m == nil:
+			mismatch("segment %#x (%d bytes, %s pool) is in the snapshot, not in the replay", s.Address, s.TotalSize, s.Pool)
+			continue
+		case m.TotalSize != s.TotalSize:
+			mismatch("segment %#x: %d bytes in the snapshot, %d in the replay", s.Address, s.TotalSize, m.TotalSize)
+			continue
+		}
+		ag.Segments.Matching++
+		blocks := make(map[uint64]*snapshot.Block, len(m.Blocks))
+		for i := range m.Blocks {
+			blocks[m.Blocks[i].Address] = &m.Blocks[i]
+		}
+		knowable := exact[s.Address] || len(seeded.missing(s.Address, s.End())) == 1 && seeded.missing(s.Address, s.End())[0] == span{s.Address, s.End()}
+		for _, b := range s.Blocks {
+			sb := blocks[b.Address]
+			switch {
+			case sb == nil:
+				mismatch("block %#x (%d bytes, %s) is in the snapshot, not in the replay", b.Address, b.Size, b.State)
+				continue
+			case sb.Size != b.Size || sb.State != b.State:
+				mismatch("block %#x: %d bytes %s in the snapshot, %d bytes %s in the replay", b.Address, b.Size, b.State, sb.Size, sb.State)
+				continue
+			}
+			ag.Blocks.Matching++
+			if b.State.Active() || knowable {
+				ag.RequestedSizes.Snapshot++
+				ag.RequestedSizes.Replayed++
+				if sb.RequestedSize == b.RequestedSize {
+					ag.RequestedSizes.Matching++
+				} else {
+					mismatch("block %#x (%s): requested %d bytes in the snapshot, %d in the replay", b.Address, b.State, b.RequestedSize, sb.RequestedSize)
+				}
+			}
+		}
+		if len(m.Blocks) != len(s.Blocks) {
+			for _, sb := range m.Blocks {
+				found := false
+				for _, b := range s.Blocks {
+					if b.Address == sb.Address {
+						found = true
+						break
+					}
+				}
+				if !found {
+					mismatch("block %#x (%d bytes, %s) is in the replay, not in the snapshot", sb.Address, sb.Size, sb.State)
+				}
+			}
+		}
+	}
+	for _, m := range sim {
+		if !inSnap[m.Address] {
+			mismatch("segment %#x (%d bytes, %s pool) is in the replay, not in the snapshot", m.Address, m.TotalSize, m.Pool)
+		}
+	}
+}
+
+// reconcile brings the replayed state to the snapshot's after the trace:
+// it frees blocks the snapshot has free (a file whose trace stops before
+// the snapshot was taken), returns segments the snapshot no longer has,
+// and adds what the snapshot has and the replay does not. The statistics'
+// current values then are the snapshot's.
+func (r *Replay) reconcile() {
+	ag := r.res.Agreement
+	if ag.Exact() {
+		return
+	}
+	a := r.a
+	snapBlocks := make(map[uint64]snapshot.Block)
+	snapSegs := make(map[uint64]*snapshot.Segment)
+	for _, s := range r.final {
+		snapSegs[s.Address] = s
+		for _, b := range s.Blocks {
+			snapBlocks[b.Address] = b
+		}
+	}
+	var freed, completed, released, added, placed int
+	// Live blocks the snapshot does not have live (with that size).
+	var live []BlockInfo
+	a.Blocks(func(b BlockInfo) bool {
+		if b.State.Active() {
+			live = append(live, b)
+		}
+		return true
+	})
+	for _, b := range live {
+		sb, ok := snapBlocks[b.Address]
+		if ok && sb.Size == b.Size && sb.State == b.State {
+			continue
+		}
+		if ok && sb.Size == b.Size && sb.State == snapshot.ActivePendingFree && b.State == snapshot.ActiveAllocated {
+			if a.FreeDeferred(b.Address, snapshot.NoStack) == nil {
+				freed++
+			}
+			continue
+		}
+		if b.State == snapshot.ActivePendingFree {
+			if a.CompletePendingFree(b.Address, snapshot.NoStack) == nil {
+				completed++
+			}
+		} else if a.Free(b.Address, snapshot.NoStack) == nil {
+			freed++
+		}
+	}
+	// Whole free segments the snapshot does not have.
+	for _, s := range a.Segments() {
+		if snapSegs[s.Address] != nil || len(s.Blocks) != 1 || s.Blocks[0].State != snapshot.Inactive {
+			continue
+		}
+		if a.ForceRelease(s.Address, s.TotalSize, snapshot.NoStack) == nil {
+			released++
+		}
+	}
+	// Segments and live blocks the replay does not have.
+	for _, s := range r.final {
+		if b, ok := a.BlockAt(s.Address); !ok {
+			if s.PoolID.IsDefault() && a.SeedSegment(*s) == nil {
+				added++
+			}
+			continue
+		} else if b.RegionAddress != s.Address && !b.Expandable {
+			continue
+		}
+		for _, sb := range s.Blocks {
+			if !sb.State.Active() {
+				continue
+			}
+			if cur, ok := a.BlockAt(sb.Address); ok && cur.State.Active() {
+				continue
+			}
+			if a.ForceMalloc(sb.Address, sb.RequestedSize, sb.Size, s.Stream, sb.Stack) != nil {
+				continue
+			}
+			placed++
+			if sb.State == snapshot.ActivePendingFree {
+				a.FreeDeferred(sb.Address, snapshot.NoStack)
+			}
+		}
+	}
+	a.hist.ring.clear()
+	ag.Reconciled = freed + completed + released + added + placed
+	var notes []string
+	if freed > 0 {
+		notes = append(notes, fmt.Sprintf("freed %d blocks that are live at the end of the trace but free in the snapshot (the trace stops before the snapshot was taken: a cut-down or edited file)", freed))
+	}
+	if completed > 0 {
+		notes = append(notes, fmt.Sprintf("completed %d pending frees", completed))
+	}
+	if released > 0 {
+		notes = append(notes, fmt.Sprintf("returned %d free segments the snapshot no longer has", released))
+	}
+	if added > 0 {
+		notes = append(notes, fmt.Sprintf("added %d segments only the snapshot has", added))
+	}
+	if placed > 0 {
+		notes = append(notes, fmt.Sprintf("placed %d blocks only the snapshot has live", placed))
+	}
+	ag.ReconcileNote = strings.Join(notes, "; ")
+	after := &Agreement{}
+	compareStates(a.Segments(), r.final, r.start.exact, r.seeded, after)
+	ag.Remaining = after.MismatchCount
+}

@@ -1,0 +1,186 @@
+package allocator
+
+// ReplayResult is what a replay of one device's trace found.
+type ReplayResult struct {
+	Device int `json:"device"`
+	// Mode is "follow" or "what-if".
+	Mode string `json:"mode"`
+	// Version is the PyTorch release whose rules were applied.
+	Version string `json:"torch_version"`
+	// Settings is the PYTORCH_CUDA_ALLOC_CONF the simulator ran with, in
+	// canonical form ("" = defaults).
+	Settings string `json:"alloc_conf"`
+	// Capacity is the device memory the simulator could obtain (0 =
+	// unlimited); CapacitySource says where the figure came from.
+	Capacity       int64  `json:"device_memory"`
+	CapacitySource string `json:"device_memory_source"`
+
+	// MemoryStats is torch.cuda.memory_stats() at the end of the replay:
+	// PyTorch's flat keys for Version, sorted as PyTorch sorts them.
+	MemoryStats []KeyValue `json:"-"`
+	// Stats are the same figures as a struct (all counters, whatever the
+	// version).
+	Stats Stats `json:"-"`
+
+	History History `json:"history"`
+	// Agreement compares the replayed final state with the snapshot's
+	// segments (follow mode only).
+	Agreement *Agreement `json:"agreement,omitempty"`
+	// Fidelity counts the simulator's decisions that reproduced the
+	// recorded ones (follow mode only).
+	Fidelity *Fidelity `json:"fidelity,omitempty"`
+	OOMs     OOMCounts `json:"ooms"`
+
+	// Peaks: the highest allocated and reserved memory of the replay and
+	// the trace entry after which each was first reached (-1: already at
+	// the start of the window).
+	PeakAllocated PeakAt `json:"peak_allocated"`
+	PeakReserved  PeakAt `json:"peak_reserved"`
+	// FragmentationAtPeakReserved is (reserved - allocated) / reserved at
+	// the moment reserved memory peaked: the share of the memory the cache
+	// held that no tensor used when it cost the most.
+	FragmentationAtPeakReserved float64 `json:"fragmentation_at_peak_reserved"`
+	// SegmentsCreated counts cudaMalloc and map calls during the window
+	// (num_device_alloc, whatever the version reports).
+	SegmentsCreated int64 `json:"segments_created"`
+
+	// Warnings are things the replay had to work around (settings it could
+	// not use, starting-state segments it could not seed, ...).
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+// Partial reports whether the figures cover only part of the run: the
+// trace starts mid-run, or there is no trace at all.
+func (r *ReplayResult) Partial() bool { return r.History.Coverage != CoverageComplete }
+
+// Stat returns a memory_stats value by its flat key (0 if absent).
+func (r *ReplayResult) Stat(key string) int64 {
+	for _, kv := range r.MemoryStats {
+		if kv.Key == key {
+			return kv.Value
+		}
+	}
+	return 0
+}
+
+// MemoryStatsMap returns MemoryStats as a map (JSON encoders sort its keys
+// the way PyTorch sorts memory_stats()).
+func (r *ReplayResult) MemoryStatsMap() map[string]int64 {
+	m := make(map[string]int64, len(r.MemoryStats))
+	for _, kv := range r.MemoryStats {
+		m[kv.Key] = kv.Value
+	}
+	return m
+}
+
+// History coverage values.
+const (
+	// CoverageComplete: the trace starts from an empty allocator.
+	CoverageComplete = "complete"
+	// CoveragePartial: the trace starts mid-run (the ring buffer dropped
+	// older entries, or recording started late).
+	CoveragePartial = "partial"
+	// CoverageNone: the snapshot has no trace for the device.
+	CoverageNone = "none"
+)
+
+// History describes how much of the run the trace covers.
+type History struct {
+	Coverage    string `json:"coverage"`
+	Entries     int    `json:"entries"`
+	FirstTimeUS int64  `json:"first_time_us,omitempty"`
+	LastTimeUS  int64  `json:"last_time_us,omitempty"`
+	// Pre-existing state: what existed before the first entry and was
+	// rebuilt from the trace and the final segments.
+	PreexistingSegments int   `json:"preexisting_segments"`
+	PreexistingBlocks   int   `json:"preexisting_blocks"`
+	PreexistingBytes    int64 `json:"preexisting_reserved_bytes"`
+	// Note says in a sentence what the figures cover.
+	Note string `json:"note"`
+}
+
+// Tally is a count of recorded things and how many of them the replay
+// reproduced.
+type Tally struct {
+	Recorded   int `json:"recorded"`
+	Reproduced int `json:"reproduced"`
+}
+
+// Complete reports whether everything recorded was reproduced.
+func (t Tally) Complete() bool { return t.Recorded == t.Reproduced }
+
+// Fidelity measures how closely the simulator's own decisions matched the
+// recorded ones in follow mode.
+type Fidelity struct {
+	// SegmentEvents: segment_alloc / segment_free / segment_map /
+	// segment_unmap entries the simulator produced itself, with the same
+	// address and size and in the same order.
+	SegmentEvents Tally `json:"segment_events"`
+	// Placements: alloc entries the simulator placed at the recorded
+	// address (the same offset in the same segment).
+	Placements Tally `json:"placements"`
+	// SnapshotMarkers: "snapshot" entries whose total active bytes equal
+	// the replayed state's at that point.
+	SnapshotMarkers Tally `json:"snapshot_markers"`
+	// EmptyCacheCalls: segment_free / segment_unmap runs no allocation
+	// explains, replayed as a user torch.cuda.empty_cache().
+	EmptyCacheCalls int `json:"empty_cache_calls"`
+	// Divergences: allocator calls where the simulator decided otherwise
+	// than recorded; ForcedOperations: the Force* operations that then
+	// kept the state equal to the recording.
+	Divergences      int   `json:"divergences"`
+	ForcedOperations int64 `json:"forced_operations"`
+	// Unapplied: entries that could not be applied at all (a free of an
+	// address nothing is allocated at, ...).
+	Unapplied int `json:"unapplied"`
+	// Examples describe the first divergences and unapplied entries.
+	Examples []string `json:"examples,omitempty"`
+}
+
+// OOMCounts compares recorded and simulated out-of-memory errors.
+type OOMCounts struct {
+	Recorded  int `json:"recorded"`
+	Simulated int `json:"simulated"`
+}
+
+// PeakAt is a peak and when it was first reached.
+type PeakAt struct {
+	Bytes int64 `json:"bytes"`
+	// Index is the trace entry after which the peak was reached; -1 when
+	// it was already there at the start of the window.
+	Index  int   `json:"index"`
+	TimeUS int64 `json:"time_us,omitempty"`
+}
+
+// Agreement compares the replayed final state with the snapshot's final
+// segments of the device, before reconciliation.
+type Agreement struct {
+	Segments       Match `json:"segments"`
+	Blocks         Match `json:"blocks"`
+	RequestedSizes Match `json:"requested_sizes"`
+	// MismatchCount counts every difference; Mismatches lists the first
+	// ones.
+	MismatchCount int      `json:"mismatch_count"`
+	Mismatches    []string `json:"mismatches,omitempty"`
+	// Reconciled counts the operations applied after the trace to reach
+	// the snapshot's state (frees the trace does not contain, ...), and
+	// Remaining the differences left after them.
+	Reconciled    int    `json:"reconciled"`
+	ReconcileNote string `json:"reconcile_note,omitempty"`
+	Remaining     int    `json:"remaining"`
+	// Note says what the comparison means for this snapshot.
+	Note string `json:"note,omitempty"`
+}
+
+// Match counts things in the snapshot and how many the replay has equal.
+type Match struct {
+	Snapshot int `json:"snapshot"`
+	Replayed int `json:"replayed"`
+	Matching int `json:"matching"`
+}
+
+// Exact reports whether the replay and the snapshot agree on every item.
+func (m Match) Exact() bool { return m.Snapshot == m.Matching && m.Replayed == m.Matching }
+
+// Exact reports whether the replayed state equals the snapshot's.
+func (a *Agreement) Exact() bool { return a.MismatchCount == 0 }

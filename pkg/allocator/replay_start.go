@@ -1,0 +1,440 @@
+package allocator
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+
+	"github.com/memstat/memstat/pkg/snapshot"
+)
+
+// The starting state of a trace that begins mid-run (allocator model §16).
+// PyTorch's trace is a ring buffer: once full it drops its oldest entries,
+// and allocations made before recording started never appear in it. What
+// existed before the first entry is rebuilt from the trace and the final
+// segments:
+//
+//   - a cudaMalloc'd segment existed before if the final snapshot has it
+//     and the trace never creates it, or if the trace frees it without
+//     having created it (its size is the segment_free's);
+//   - for expandable segments, mapped memory existed before if the trace
+//     unmaps it without having mapped it, or if the final snapshot has it
+//     mapped and the trace never maps it;
+//   - the live blocks in those segments are the addresses whose first
+//     event is a free (size: the request rounded as PyTorch rounds it,
+//     grown by a rest too small to have been split off: < 512 bytes in the
+//     small pool and in expandable segments, <= 1 MiB in the large pool),
+//     plus the snapshot's active blocks the trace never touches; a first
+//     event free_completed (its free_requested was dropped) means the block
+//     was waiting for events;
+//   - the gaps are free blocks.
+
+// startState is what the replay seeds before the first entry.
+type startState struct {
+	// segments to seed (cudaMalloc'd ones, and the pre-existing mapped
+	// ranges of expandable segments), in address order.
+	segments []snapshot.Segment
+	// reservations to create first, for the expandable ranges.
+	reservations []seedReservation
+	// blocks counts the live (active) blocks seeded.
+	blocks int
+	// exact marks seeded segments whose layout is the snapshot's own (the
+	// trace never touches them), stale requested sizes included.
+	exact map[uint64]bool
+	// unexplained counts first-event frees no pre-existing segment covers.
+	unexplained int
+	warnings    []string
+}
+
+type seedReservation struct {
+	base   uint64
+	stream int64
+	pool   snapshot.Pool
+}
+
+// firstFree is an address whose first event in the trace is a free.
+type firstFree struct {
+	idx int
+	e   snapshot.TraceEntry
+}
+
+// span is a half-open address range.
+type span struct{ lo, hi uint64 }
+
+// spans is a sorted set of disjoint ranges.
+type spans []span
+
+func (s *spans) add(lo, hi uint64) {
+	if lo >= hi {
+		return
+	}
+	var out spans
+	for _, x := range *s {
+		switch {
+		case x.hi < lo || x.lo > hi:
+			out = append(out, x)
+		default:
+			lo, hi = min(lo, x.lo), max(hi, x.hi)
+		}
+	}
+	out = append(out, span{lo, hi})
+	slices.SortFunc(out, func(a, b span) int {
+		if a.lo < b.lo {
+			return -1
+		}
+		return 1
+	})
+	*s = out
+}
+
+func (s *spans) remove(lo, hi uint64) {
+	var out spans
+	for _, x := range *s {
+		if x.hi <= lo || x.lo >= hi {
+			out = append(out, x)
+			continue
+		}
+		if x.lo < lo {
+			out = append(out, span{x.lo, lo})
+		}
+		if x.hi > hi {
+			out = append(out, span{hi, x.hi})
+		}
+	}
+	*s = out
+}
+
+// missing returns the parts of [lo, hi) the set does not cover.
+func (s spans) missing(lo, hi uint64) []span {
+	var out []span
+	at := lo
+	for _, x := range s {
+		if x.hi <= at || x.lo >= hi {
+			continue
+		}
+		if x.lo > at {
+			out = append(out, span{at, x.lo})
+		}
+		at = max(at, x.hi)
+	}
+	if at < hi {
+		out = append(out, span{at, hi})
+	}
+	return out
+}
+
+// segmentPoolOfSize: a cudaMalloc'd segment of 2 MiB belongs to the small
+// pool; large-pool segments are 20 MiB or at least 10 MiB.
+func segmentPoolOfSize(size int64) snapshot.Pool {
+	if size == SmallBuffer {
+		return snapshot.SmallPool
+	}
+	return snapshot.LargePool
+}
+
+// reconstructStart rebuilds the state before the first trace entry.
+// resSize gives an expandable reservation's size for a page size.
+func reconstructStart(cfg Config, tr []snapshot.TraceEntry, final []*snapshot.Segment, resSize func(page int64) int64) startState {
+	st := startState{exact: make(map[uint64]bool)}
+	touched := make(map[uint64]bool)
+	var freed []firstFree
+	created := make(map[uint64]int64) // cudaMalloc'd in the trace and still live
+	type freedSeg struct {
+		seg     snapshot.Segment
+		freedAt int
+	}
+	var preFreed []freedSeg
+	var mapped spans
+	type preRange struct {
+		span
+		stream int64
+	}
+	var preMapped []preRange
+	for i, e := range tr {
+		switch e.Action {
+		case snapshot.ActionAlloc, snapshot.ActionFreeRequested, snapshot.ActionFreeCompleted, snapshot.ActionFree:
+			if !touched[e.Addr] {
+				touched[e.Addr] = true
+				if e.Action != snapshot.ActionAlloc {
+					freed = append(freed, firstFree{i, e})
+				}
+			}
+		case snapshot.ActionSegmentAlloc:
+			created[e.Addr] = e.Size
+		case snapshot.ActionSegmentFree:
+			if _, ok := created[e.Addr]; ok {
+				delete(created, e.Addr)
+			} else {
+				preFreed = append(preFreed, freedSeg{snapshot.Segment{
+					Address: e.Addr, TotalSize: e.Size, Stream: e.Stream, Pool: segmentPoolOfSize(e.Size),
+				}, i})
+			}
+		case snapshot.ActionSegmentMap:
+			mapped.add(e.Addr, e.Addr+uint64(e.Size))
+		case snapshot.ActionSegmentUnmap:
+			for _, g := range mapped.missing(e.Addr, e.Addr+uint64(e.Size)) {
+				preMapped = append(preMapped, preRange{g, e.Stream})
+			}
+			mapped.remove(e.Addr, e.Addr+uint64(e.Size))
+		}
+	}
+	sort.Slice(freed, func(i, j int) bool { return freed[i].e.Addr < freed[j].e.Addr })
+	touchedSorted := make([]uint64, 0, len(touched))
+	for addr := range touched {
+		touchedSorted = append(touchedSorted, addr)
+	}
+	slices.Sort(touchedSorted)
+	// untouched reports whether no block in [lo, hi) is allocated or freed
+	// in the trace: its layout then is the snapshot's from the start.
+	untouched := func(lo, hi uint64) bool {
+		i, _ := slices.BinarySearch(touchedSorted, lo)
+		return i == len(touchedSorted) || touchedSorted[i] >= hi
+	}
+	used := make([]bool, len(freed))
+	// inRange returns the first-event frees in [lo, hi) before entry limit.
+	inRange := func(lo, hi uint64, limit int) []firstFree {
+		i := sort.Search(len(freed), func(i int) bool { return freed[i].e.Addr >= lo })
+		var out []firstFree
+		for ; i < len(freed) && freed[i].e.Addr < hi; i++ {
+			if freed[i].idx < limit {
+				out = append(out, freed[i])
+				used[i] = true
+			}
+		}
+		return out
+	}
+
+	var expandable []*snapshot.Segment
+	for _, s := range final {
+		if s.Expandable {
+			expandable = append(expandable, s)
+			for _, g := range mapped.missing(s.Address, s.End()) {
+				preMapped = append(preMapped, preRange{g, s.Stream})
+			}
+			continue
+		}
+		if size, ok := created[s.Address]; ok {
+			if size != s.TotalSize {
+				st.warnings = append(st.warnings, fmt.Sprintf("segment %#x: the trace creates it with %d bytes, the snapshot has %d", s.Address, size, s.TotalSize))
+			}
+			continue
+		}
+		if !s.PoolID.IsDefault() {
+			st.warnings = append(st.warnings, fmt.Sprintf("segment %#x belongs to private pool (%d, %d), which is not simulated", s.Address, s.PoolID[0], s.PoolID[1]))
+			continue
+		}
+		seg := snapshot.Segment{Device: s.Device, Address: s.Address, TotalSize: s.TotalSize, Stream: s.Stream, Pool: s.Pool, Stack: s.Stack}
+		if untouched(s.Address, s.End()) {
+			// Nothing happened in it during the trace: the snapshot's
+			// blocks, stale requested sizes of free blocks included.
+			seg.Blocks = slices.Clone(s.Blocks)
+			st.exact[s.Address] = true
+			for _, b := range s.Blocks {
+				if b.State.Active() {
+					st.blocks++
+				}
+			}
+		} else {
+			seg.Blocks = st.liveBlocks(cfg, &seg, s.Blocks, touched, inRange(s.Address, s.End(), len(tr)))
+		}
+		st.segments = append(st.segments, seg)
+	}
+	for _, p := range preFreed {
+		seg := p.seg
+		seg.Blocks = st.liveBlocks(cfg, &seg, nil, touched, inRange(seg.Address, seg.End(), p.freedAt))
+		st.segments = append(st.segments, seg)
+	}
+
+	// Pre-existing mapped ranges of expandable segments: contiguous ranges
+	// of one stream become one seeded segment each.
+	slices.SortFunc(preMapped, func(a, b preRange) int {
+		if a.lo < b.lo {
+			return -1
+		}
+		return 1
+	})
+	var merged []preRange
+	for _, r := range preMapped {
+		if n := len(merged); n > 0 && merged[n-1].stream == r.stream && merged[n-1].hi >= r.lo {
+			merged[n-1].hi = max(merged[n-1].hi, r.hi)
+			continue
+		}
+		merged = append(merged, r)
+	}
+	var expSeeds []snapshot.Segment
+	for _, r := range merged {
+		seg := snapshot.Segment{Address: r.lo, TotalSize: int64(r.hi - r.lo), Stream: r.stream, Expandable: true}
+		var blocks []snapshot.Block
+		seg.Pool = snapshot.SmallPool
+		if seg.TotalSize%LargeBuffer == 0 {
+			seg.Pool = snapshot.LargePool
+		}
+		for _, s := range expandable {
+			if s.Address < r.hi && r.lo < s.End() {
+				seg.Pool = s.Pool
+				for _, b := range s.Blocks {
+					if b.Address >= r.lo && b.Address < r.hi {
+						blocks = append(blocks, b)
+					}
+				}
+			}
+		}
+		seg.Blocks = st.liveBlocks(cfg, &seg, blocks, touched, inRange(r.lo, r.hi, len(tr)))
+		expSeeds = append(expSeeds, seg)
+	}
+	// One reservation per cluster of ranges of a stream and pool. The true
+	// base of a reservation mapped before recording started is recorded
+	// nowhere; CUDA hands out reservations next to each other, so the
+	// base is put where the reservation ends right before the next other
+	// reservation's lowest known address, and at the cluster's lowest known
+	// address when that does not fit.
+	type known struct {
+		addr   uint64
+		stream int64
+		pool   snapshot.Pool
+	}
+	var addrs []known
+	for i, e := range tr {
+		if e.Action != snapshot.ActionSegmentMap {
+			continue
+		}
+		pool := snapshot.LargePool
+		for _, f := range tr[i+1:] {
+			if f.Action == snapshot.ActionAlloc || f.Action == snapshot.ActionOOM {
+				if cfg.RoundSize(f.Size) <= SmallSize {
+					pool = snapshot.SmallPool
+				}
+				break
+			}
+		}
+		addrs = append(addrs, known{e.Addr, e.Stream, pool})
+	}
+	for _, s := range expandable {
+		addrs = append(addrs, known{s.Address, s.Stream, s.Pool})
+	}
+	for _, s := range expSeeds {
+		addrs = append(addrs, known{s.Address, s.Stream, s.Pool})
+	}
+	for _, s := range expSeeds {
+		page := int64(LargeBuffer)
+		if s.Pool == snapshot.SmallPool {
+			page = SmallBuffer
+		}
+		res := uint64(resSize(page))
+		inside := false
+		for _, r := range st.reservations {
+			if r.stream == s.Stream && r.pool == s.Pool && s.Address >= r.base && s.End() <= r.base+res {
+				inside = true
+			}
+		}
+		if inside {
+			continue
+		}
+		lo := s.Address
+		next := uint64(0)
+		for _, k := range addrs {
+			own := k.stream == s.Stream && k.pool == s.Pool
+			switch {
+			case own && k.addr < lo && k.addr+res > s.Address && (s.Address-k.addr)%uint64(page) == 0:
+				lo = k.addr
+			case !own && k.addr > s.Address && (next == 0 || k.addr < next):
+				next = k.addr
+			}
+		}
+		base := lo
+		if next > res && next-res <= lo {
+			base = lo - (lo-(next-res))/uint64(page)*uint64(page)
+		}
+		for _, r := range st.reservations {
+			if base < r.base+res && r.base < base+res {
+				base = lo // would overlap a reservation already placed
+			}
+		}
+		st.reservations = append(st.reservations, seedReservation{base, s.Stream, s.Pool})
+	}
+	st.segments = append(st.segments, expSeeds...)
+	slices.SortFunc(st.segments, func(a, b snapshot.Segment) int {
+		if a.Address < b.Address {
+			return -1
+		}
+		return 1
+	})
+	for i, f := range freed {
+		if !used[i] {
+			st.unexplained++
+			if st.unexplained <= 3 {
+				st.warnings = append(st.warnings, fmt.Sprintf("entry %d: %s of %#x, which no segment covers before it", f.idx, f.e.Action, f.e.Addr))
+			}
+		}
+	}
+	if st.unexplained > 3 {
+		st.warnings = append(st.warnings, fmt.Sprintf("%d more first-event frees of addresses no segment covers", st.unexplained-3))
+	}
+	return st
+}
+
+// liveBlocks lays out a pre-existing segment's blocks at the start of the
+// trace: its live blocks (the snapshot's active blocks the trace never
+// touches, which keep their recorded size, and the first-event frees) with
+// free blocks in the gaps.
+func (st *startState) liveBlocks(cfg Config, seg *snapshot.Segment, final []snapshot.Block, touched map[uint64]bool, freed []firstFree) []snapshot.Block {
+	type live struct {
+		b     snapshot.Block
+		exact bool // size known from the snapshot
+	}
+	var blocks []live
+	for _, b := range final {
+		if b.State.Active() && !touched[b.Address] {
+			blocks = append(blocks, live{b, true})
+		}
+	}
+	for _, f := range freed {
+		state := snapshot.ActiveAllocated
+		if f.e.Action == snapshot.ActionFreeCompleted {
+			state = snapshot.ActivePendingFree
+		}
+		blocks = append(blocks, live{b: snapshot.Block{
+			Address: f.e.Addr, Size: cfg.RoundSize(f.e.Size), RequestedSize: f.e.Size, State: state, Stack: f.e.Stack,
+		}})
+	}
+	slices.SortFunc(blocks, func(x, y live) int {
+		if x.b.Address < y.b.Address {
+			return -1
+		}
+		return 1
+	})
+	fineSplit := seg.Pool == snapshot.SmallPool || seg.Expandable
+	var out []snapshot.Block
+	at := seg.Address
+	for i, lb := range blocks {
+		b := lb.b
+		end := seg.End()
+		if i+1 < len(blocks) {
+			end = blocks[i+1].b.Address
+		}
+		if b.Address < at || b.Address+uint64(b.Size) > end {
+			st.warnings = append(st.warnings, fmt.Sprintf("segment %#x: live block %#x (%d bytes) at the start overlaps its neighbours; left out", seg.Address, b.Address, b.Size))
+			continue
+		}
+		rest := int64(end - (b.Address + uint64(b.Size)))
+		switch {
+		case lb.exact:
+		case fineSplit && rest < MinBlockSize, !fineSplit && rest <= SmallSize:
+			b.Size += rest
+		case !fineSplit && uint64(b.Size) >= cfg.MaxSplitSize:
+			// Oversize blocks are never split: a free block of
+			// max_split_size or more is always a whole segment.
+			b.Size += rest
+		}
+		if b.Address > at {
+			out = append(out, snapshot.Block{Address: at, Size: int64(b.Address - at)})
+		}
+		out = append(out, b)
+		st.blocks++
+		at = b.Address + uint64(b.Size)
+	}
+	if len(out) > 0 && at < seg.End() {
+		out = append(out, snapshot.Block{Address: at, Size: int64(seg.End() - at)})
+	}
+	return out
+}
