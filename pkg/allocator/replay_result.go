@@ -43,6 +43,10 @@ type ReplayResult struct {
 	// SegmentsCreated counts cudaMalloc and map calls during the window
 	// (num_device_alloc, whatever the version reports).
 	SegmentsCreated int64 `json:"segments_created"`
+	// FinalSegments is how many segments a snapshot taken at the end
+	// would list (each contiguous mapped range of an expandable segment
+	// counts as one).
+	FinalSegments int `json:"final_segments"`
 
 	// Warnings are things the replay had to work around (settings it could
 	// not use, starting-state segments it could not seed, ...).

@@ -281,7 +281,7 @@ func (r *Replay) deriveCapacity(initial int64) (int64, string) {
 		case snapshot.ActionSegmentFree, snapshot.ActionSegmentUnmap:
 			reserved -= e.Size
 		case snapshot.ActionOOM:
-			return e.DeviceFree() + reserved, fmt.Sprintf("oom entry %d: device_free + reserved", i)
+			return e.DeviceFree() + reserved, fmt.Sprintf("derived from oom entry %d: device_free + reserved", i)
 		}
 	}
 	return 0, "unlimited (no oom entry)"
@@ -491,6 +491,7 @@ func (r *Replay) Result() *ReplayResult {
 	r.res.PeakReserved = r.peakRes
 	r.res.FragmentationAtPeakReserved = r.frag
 	r.res.SegmentsCreated = st.NumDeviceAlloc
+	r.res.FinalSegments = len(r.a.Segments())
 	r.res.History.Note = historyNote(&r.res.History)
 	return &r.res
 }

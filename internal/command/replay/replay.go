@@ -1,0 +1,369 @@
+// Package replay is `memstat replay`: replay a snapshot's trace through the
+// allocator simulation and put what the real allocator did next to what the
+// simulator does, with the recorded settings (a fidelity check) or with
+// other ones (a what-if).
+package replay
+
+import (
+	"fmt"
+	"io"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"github.com/memstat/memstat/internal/command"
+	"github.com/memstat/memstat/internal/iostreams"
+	"github.com/memstat/memstat/pkg/allocator"
+	"github.com/memstat/memstat/pkg/report"
+	"github.com/memstat/memstat/pkg/snapshot"
+)
+
+// Options are `memstat replay`'s inputs.
+type Options struct {
+	IO     *iostreams.IOStreams
+	File   string
+	Output command.OutputFlags
+	Format report.Format
+
+	AllocConf    string
+	DeviceMemory string
+	TorchVersion string
+	WhatIf       bool
+	Device       int
+
+	// Resolved from the flags.
+	conf     *string
+	capacity int64
+	version  allocator.Version
+}
+
+// NewCmdReplay returns the replay command. runF replaces runReplay in
+// tests of flag parsing.
+func NewCmdReplay(f *command.Factory, runF func(*Options) error) *cobra.Command {
+	opts := &Options{IO: f.IO}
+	cmd := &cobra.Command{
+		Use:   "replay FILE [--alloc-conf S] [--device-memory SIZE] [--torch-version V] [--what-if]",
+		Short: "Replay a snapshot's trace: the real allocator and the simulator side by side",
+		Long: `Replay the trace of a snapshot through memstat's simulation of PyTorch's
+CUDA caching allocator and print, side by side, what the real allocator did
+(recorded) and what the simulator does (simulated): segments created, peak
+allocated and reserved memory, fragmentation, out-of-memory errors.
+
+Recorded figures come from following the trace: the simulator makes every
+decision itself, each one is checked against the recording, and where one
+differed the recorded operation is applied instead. The fidelity line counts
+the decisions that were the simulator's own: segment events reproduced with
+the same size in the same order, and placements at the same offset of the
+same segment.
+
+Simulated figures come from the simulator alone, with its own addresses: the
+trace's allocations and frees (matched by allocation, not by address) are
+its input, the program's empty_cache() calls are kept, and a trace that
+starts mid-run begins with its live blocks allocated afresh. Allocations that
+run out of memory in the simulation are counted and their frees skipped.
+
+With the recorded settings (the default) the simulated column shows how far
+the simulator alone matches the recording. --alloc-conf, --device-memory or
+--what-if make it a what-if: the same run under other settings, with no
+fidelity claim. Sizes take binary units (KiB, MiB, GiB, or K, M, G) or
+decimal ones (KB, MB, GB): 24GiB, 24G, 80GB, 512MiB.`,
+		Example: `  memstat replay snapshot.pickle
+  memstat replay snapshot.pickle --alloc-conf expandable_segments:True
+  memstat replay snapshot.pickle --device-memory 24GiB --json
+  memstat replay snapshot.pickle --alloc-conf max_split_size_mb:128 --torch-version 2.4`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return command.FlagErrorf("want one snapshot: memstat replay FILE")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.File = args[0]
+			if err := opts.resolve(cmd); err != nil {
+				return err
+			}
+			if runF != nil {
+				return runF(opts)
+			}
+			return runReplay(opts)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&opts.AllocConf, "alloc-conf", "", "PYTORCH_CUDA_ALLOC_CONF to simulate instead of the recorded settings (a what-if)")
+	fl.StringVar(&opts.DeviceMemory, "device-memory", "", "GPU memory the simulator may use, e.g. 24GiB, 80GB (a what-if; default: as recorded)")
+	fl.StringVar(&opts.TorchVersion, "torch-version", "", "PyTorch release whose allocator rules to apply (default: guessed from the file's format)")
+	fl.BoolVar(&opts.WhatIf, "what-if", false, "simulate with the recorded settings but claim no fidelity")
+	fl.IntVar(&opts.Device, "device", -1, "replay only this device (default: every device with segments or a trace)")
+	command.AddOutputFlags(cmd, &opts.Output, report.Text, report.JSON, report.Markdown)
+	return cmd
+}
+
+func (o *Options) resolve(cmd *cobra.Command) error {
+	format, err := o.Output.Resolve()
+	if err != nil {
+		return err
+	}
+	o.Format = format
+	if o.TorchVersion != "" {
+		v, err := allocator.ParseVersion(o.TorchVersion)
+		if err != nil {
+			return command.FlagErrorf("--torch-version: %v", err)
+		}
+		o.version = v
+	}
+	if cmd.Flags().Changed("alloc-conf") {
+		o.conf = &o.AllocConf
+		o.WhatIf = true
+	}
+	if o.DeviceMemory != "" {
+		n, err := report.ParseSize(o.DeviceMemory)
+		if err != nil {
+			return command.FlagErrorf("--device-memory: %v", err)
+		}
+		if n <= 0 {
+			return command.FlagErrorf("--device-memory must be positive")
+		}
+		o.capacity = n
+		o.WhatIf = true
+	}
+	return nil
+}
+
+// deviceReplay is one device's pair of replays.
+type deviceReplay struct {
+	Recorded  *allocator.ReplayResult
+	Simulated *allocator.ReplayResult
+}
+
+func runReplay(opts *Options) error {
+	snap, err := snapshot.Load(opts.File)
+	if err != nil {
+		return err
+	}
+	for _, w := range snap.Warnings {
+		fmt.Fprintf(opts.IO.ErrOut, "memstat: %s: warning: %s\n", opts.File, w)
+	}
+	v := opts.version
+	if v == 0 {
+		v = allocator.GuessVersion(snap)
+	}
+	var cfg *allocator.Config
+	if opts.conf != nil {
+		c, err := allocator.ParseConfig(*opts.conf, v)
+		if err != nil {
+			return command.FlagErrorf("--alloc-conf: %v (PyTorch %s)", err, v)
+		}
+		cfg = &c
+	}
+	var devices []deviceReplay
+	for d := range snap.Devices() {
+		if opts.Device >= 0 && d != opts.Device || len(snap.Trace(d)) == 0 && len(snap.DeviceSegments(d)) == 0 {
+			continue
+		}
+		rec, err := run(snap, allocator.ReplayOptions{Device: d, Version: v})
+		if err != nil {
+			return fmt.Errorf("%s: device %d: %w", opts.File, d, err)
+		}
+		sim, err := run(snap, allocator.ReplayOptions{Device: d, Version: v, Mode: allocator.WhatIf, Config: cfg, Capacity: opts.capacity})
+		if err != nil {
+			return fmt.Errorf("%s: device %d: %w", opts.File, d, err)
+		}
+		for _, w := range rec.Warnings {
+			fmt.Fprintf(opts.IO.ErrOut, "memstat: %s: device %d: %s\n", opts.File, d, w)
+		}
+		devices = append(devices, deviceReplay{rec, sim})
+	}
+	if len(devices) == 0 {
+		if opts.Device >= 0 {
+			return fmt.Errorf("%s: device %d has no segments and no trace", opts.File, opts.Device)
+		}
+		fmt.Fprintf(opts.IO.ErrOut, "memstat: %s: no device has segments or a trace\n", opts.File)
+	}
+	if opts.Format == report.JSON {
+		return report.WriteJSON(opts.IO.Out, jsonReplay(opts, devices))
+	}
+	return writeText(opts.IO.Out, opts, devices)
+}
+
+func run(snap *snapshot.Snapshot, o allocator.ReplayOptions) (*allocator.ReplayResult, error) {
+	r, err := allocator.NewReplay(snap, o)
+	if err != nil {
+		return nil, err
+	}
+	return r.Run()
+}
+
+type pair struct {
+	Recorded  int64 `json:"recorded"`
+	Simulated int64 `json:"simulated"`
+}
+
+type jsonDevice struct {
+	Device       int              `json:"device"`
+	TorchVersion string           `json:"torch_version"`
+	WhatIf       bool             `json:"what_if"`
+	AllocConf    string           `json:"alloc_conf"`
+	DeviceMemory int64            `json:"device_memory"`
+	Coverage     string           `json:"coverage"`
+	Recorded     map[string]int64 `json:"recorded"`
+	Simulated    map[string]int64 `json:"simulated"`
+	Segments     pair             `json:"segments_created"`
+	PeakAlloc    pair             `json:"peak_allocated"`
+	PeakReserved pair             `json:"peak_reserved"`
+	Fidelity     *jsonFidelity    `json:"fidelity"`
+	OOMs         pair             `json:"ooms"`
+}
+
+type jsonFidelity struct {
+	SegmentEvents    allocator.Tally `json:"segment_events"`
+	Placements       allocator.Tally `json:"placements"`
+	ForcedOperations int64           `json:"forced_operations"`
+	Divergences      int             `json:"divergences"`
+}
+
+func jsonReplay(opts *Options, devices []deviceReplay) any {
+	type file struct {
+		File    string       `json:"file"`
+		Devices []jsonDevice `json:"devices"`
+	}
+	f := file{File: opts.File, Devices: []jsonDevice{}}
+	for _, d := range devices {
+		rec, sim := d.Recorded, d.Simulated
+		jd := jsonDevice{
+			Device:       rec.Device,
+			TorchVersion: sim.Version,
+			WhatIf:       opts.WhatIf,
+			AllocConf:    sim.Settings,
+			DeviceMemory: sim.Capacity,
+			Coverage:     rec.History.Coverage,
+			Recorded:     rec.MemoryStatsMap(),
+			Simulated:    sim.MemoryStatsMap(),
+			Segments:     pair{rec.SegmentsCreated, sim.SegmentsCreated},
+			PeakAlloc:    pair{rec.PeakAllocated.Bytes, sim.PeakAllocated.Bytes},
+			PeakReserved: pair{rec.PeakReserved.Bytes, sim.PeakReserved.Bytes},
+			OOMs:         pair{int64(rec.OOMs.Recorded), int64(sim.OOMs.Simulated)},
+		}
+		if !opts.WhatIf {
+			f := rec.Fidelity
+			jd.Fidelity = &jsonFidelity{f.SegmentEvents, f.Placements, f.ForcedOperations, f.Divergences}
+		}
+		f.Devices = append(f.Devices, jd)
+	}
+	return struct {
+		Files []file `json:"files"`
+	}{[]file{f}}
+}
+
+func writeText(w io.Writer, opts *Options, devices []deviceReplay) error {
+	md := opts.Format == report.Markdown
+	para := func(s string) {
+		if md {
+			fmt.Fprintf(w, "%s\n\n", s)
+		} else {
+			fmt.Fprintln(w, s)
+		}
+	}
+	for i, d := range devices {
+		rec, sim := d.Recorded, d.Simulated
+		if i > 0 {
+			fmt.Fprintln(w)
+		}
+		title := fmt.Sprintf("%s, device %d (PyTorch %s)", filepath.Base(opts.File), rec.Device, sim.Version)
+		if md {
+			fmt.Fprintf(w, "### %s\n\n", title)
+		} else {
+			fmt.Fprintln(w, title)
+		}
+		if opts.WhatIf {
+			para(fmt.Sprintf("what-if: simulated with %s and %s; recorded with %s",
+				confText(sim.Settings), memoryText(sim), confText(rec.Settings)))
+		} else {
+			para(fmt.Sprintf("simulated with the recorded settings: %s and %s", confText(sim.Settings), memoryText(sim)))
+		}
+		if !md {
+			fmt.Fprintln(w)
+		}
+		if err := sideBySide(rec, sim).Render(w, opts.Format); err != nil {
+			return err
+		}
+		if !md {
+			fmt.Fprintln(w)
+		}
+		para(historyNote(rec))
+		if opts.WhatIf {
+			para("fidelity: not claimed (what-if: the recorded run had other settings)")
+		} else {
+			para(FidelityLine(rec))
+		}
+	}
+	return nil
+}
+
+func confText(conf string) string {
+	if conf == "" {
+		return `PYTORCH_CUDA_ALLOC_CONF="" (the defaults)`
+	}
+	return fmt.Sprintf("PYTORCH_CUDA_ALLOC_CONF=%q", conf)
+}
+
+func memoryText(res *allocator.ReplayResult) string {
+	switch {
+	case res.Capacity == 0:
+		return "unlimited device memory (no oom entry to derive it from)"
+	case res.CapacitySource == "option":
+		return report.Size(res.Capacity) + " of device memory (--device-memory)"
+	}
+	return fmt.Sprintf("%s of device memory (%s)", report.Size(res.Capacity), res.CapacitySource)
+}
+
+func historyNote(rec *allocator.ReplayResult) string {
+	switch rec.History.Coverage {
+	case allocator.CoverageNone:
+		return "history: none: no trace, so both columns are the final state (the simulated one re-allocates its live blocks)"
+	case allocator.CoveragePartial:
+		return fmt.Sprintf("history: partial: the trace starts mid-run (%d segments and %d live blocks before its first entry); the simulator alone starts by allocating those blocks afresh, and peaks are over the recorded window",
+			rec.History.PreexistingSegments, rec.History.PreexistingBlocks)
+	}
+	return fmt.Sprintf("history: complete: %d trace entries from an empty allocator", rec.History.Entries)
+}
+
+// FidelityLine sums up how many recorded decisions the simulator made
+// itself.
+func FidelityLine(rec *allocator.ReplayResult) string {
+	f := rec.Fidelity
+	s := fmt.Sprintf("fidelity with the recorded settings: %d/%d segment events (same size, same order), %d/%d placements (same offset in the same segment), %d forced operations",
+		f.SegmentEvents.Reproduced, f.SegmentEvents.Recorded, f.Placements.Reproduced, f.Placements.Recorded, f.ForcedOperations)
+	if f.EmptyCacheCalls > 0 {
+		s += fmt.Sprintf(", %d empty_cache() calls", f.EmptyCacheCalls)
+	}
+	if f.Unapplied > 0 {
+		s += fmt.Sprintf(", %d entries not applied", f.Unapplied)
+	}
+	return s
+}
+
+func sideBySide(rec, sim *allocator.ReplayResult) *report.Table {
+	t := &report.Table{Columns: []report.Column{
+		{Name: "", Key: "figure"},
+		{Name: "Recorded", Key: "recorded", Align: report.Right},
+		{Name: "Simulated", Key: "simulated", Align: report.Right},
+		{Name: "Change", Key: "change", Align: report.Right},
+	}}
+	bytes := func(label string, r, s int64) {
+		t.Add(report.Str(label), report.Bytes(r), report.Bytes(s), report.DeltaBytes(s-r))
+	}
+	count := func(label string, r, s int64) {
+		t.Add(report.Str(label), report.Int(r), report.Int(s), report.Cell{Raw: s - r, Text: fmt.Sprintf("%+d", s-r)})
+	}
+	count("Segments created (cudaMalloc/map)", rec.SegmentsCreated, sim.SegmentsCreated)
+	count("Segments at the end", int64(rec.FinalSegments), int64(sim.FinalSegments))
+	bytes("Peak allocated", rec.PeakAllocated.Bytes, sim.PeakAllocated.Bytes)
+	bytes("Peak reserved", rec.PeakReserved.Bytes, sim.PeakReserved.Bytes)
+	t.Add(report.Str("Fragmentation at peak reserved"), report.Pct(rec.FragmentationAtPeakReserved), report.Pct(sim.FragmentationAtPeakReserved),
+		report.Cell{Raw: sim.FragmentationAtPeakReserved - rec.FragmentationAtPeakReserved,
+			Text: fmt.Sprintf("%+.1f pt", 100*(sim.FragmentationAtPeakReserved-rec.FragmentationAtPeakReserved))})
+	bytes("Reserved at the end", rec.Stats.ReservedBytes[allocator.PoolAll].Current, sim.Stats.ReservedBytes[allocator.PoolAll].Current)
+	count("OOMs", int64(rec.OOMs.Recorded), int64(sim.OOMs.Simulated))
+	count("cudaMalloc retries", rec.Stats.NumAllocRetries, sim.Stats.NumAllocRetries)
+	return t
+}

@@ -1,0 +1,311 @@
+// Package stats is `memstat stats`: torch.cuda.memory_stats() of a
+// snapshot, replayed from its trace, with the headline, the
+// memory_summary-style table and what the figures cover.
+package stats
+
+import (
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/memstat/memstat/internal/command"
+	"github.com/memstat/memstat/internal/iostreams"
+	"github.com/memstat/memstat/pkg/allocator"
+	"github.com/memstat/memstat/pkg/report"
+	"github.com/memstat/memstat/pkg/snapshot"
+)
+
+// Options are `memstat stats`'s inputs.
+type Options struct {
+	IO     *iostreams.IOStreams
+	Files  []string
+	Output command.OutputFlags
+	// Format is the resolved output format.
+	Format report.Format
+}
+
+// NewCmdStats returns the stats command. runF replaces runStats in tests
+// of flag parsing.
+func NewCmdStats(f *command.Factory, runF func(*Options) error) *cobra.Command {
+	opts := &Options{IO: f.IO}
+	cmd := &cobra.Command{
+		Use:   "stats FILE...",
+		Short: "torch.cuda.memory_stats() of a snapshot, replayed from its trace",
+		Long: `Print, for each snapshot and each device with segments or a trace, the
+figures torch.cuda.memory_stats() would have returned at the moment the
+snapshot was taken: the headline (peak allocated and reserved memory, and
+how much of the reserved memory no tensor used when it peaked), a table laid
+out like torch.cuda.memory_summary(), and the counters.
+
+The figures come from replaying the snapshot's trace through memstat's model
+of the CUDA caching allocator, decision for decision. A trace that starts
+mid-run (PyTorch keeps only the last max_entries events) gets its starting
+state rebuilt from the trace and the final segments; its peaks are then over
+the recorded window, and the allocated/freed/num_* counters count only the
+window. A snapshot without a trace gives its final state. A line under the
+headline says which case applies, and whether the replayed final state equals
+the snapshot's segments.
+
+--json prints one object: {"files": [{"file", "devices": [{"device",
+"memory_stats", "headline", "history", "agreement"}]}]}, where memory_stats
+has exactly the keys and values torch.cuda.memory_stats() returns for the
+PyTorch version the file was written by.`,
+		Example: `  memstat stats snapshot.pickle
+  memstat stats --json a.pickle b.pickle
+  memstat stats --format markdown snapshot.pickle`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return command.FlagErrorf("no snapshot given: memstat stats FILE...")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Files = args
+			format, err := opts.Output.Resolve()
+			if err != nil {
+				return err
+			}
+			opts.Format = format
+			if runF != nil {
+				return runF(opts)
+			}
+			return runStats(opts)
+		},
+	}
+	command.AddOutputFlags(cmd, &opts.Output, report.Text, report.JSON, report.Markdown)
+	return cmd
+}
+
+// fileStats is one file's results.
+type fileStats struct {
+	File    string
+	Devices []*allocator.ReplayResult
+}
+
+func runStats(opts *Options) error {
+	var files []fileStats
+	for _, fn := range opts.Files {
+		snap, err := snapshot.Load(fn)
+		if err != nil {
+			return err
+		}
+		for _, w := range snap.Warnings {
+			fmt.Fprintf(opts.IO.ErrOut, "memstat: %s: warning: %s\n", fn, w)
+		}
+		fs := fileStats{File: fn}
+		for d := range snap.Devices() {
+			if len(snap.Trace(d)) == 0 && len(snap.DeviceSegments(d)) == 0 {
+				continue
+			}
+			r, err := allocator.NewReplay(snap, allocator.ReplayOptions{Device: d})
+			if err != nil {
+				return fmt.Errorf("%s: device %d: %w", fn, d, err)
+			}
+			res, err := r.Run()
+			if err != nil {
+				return fmt.Errorf("%s: device %d: %w", fn, d, err)
+			}
+			for _, w := range res.Warnings {
+				fmt.Fprintf(opts.IO.ErrOut, "memstat: %s: device %d: %s\n", fn, d, w)
+			}
+			fs.Devices = append(fs.Devices, res)
+		}
+		if len(fs.Devices) == 0 {
+			fmt.Fprintf(opts.IO.ErrOut, "memstat: %s: no device has segments or a trace\n", fn)
+		}
+		files = append(files, fs)
+	}
+	if opts.Format == report.JSON {
+		return report.WriteJSON(opts.IO.Out, jsonStats(files))
+	}
+	return writeText(opts.IO.Out, files, opts.Format)
+}
+
+// Headline is the report headline of a replay.
+func Headline(res *allocator.ReplayResult) report.Headline {
+	return report.Headline{
+		PeakAllocated: res.PeakAllocated.Bytes,
+		PeakReserved:  res.PeakReserved.Bytes,
+		Fragmentation: res.FragmentationAtPeakReserved,
+		Partial:       res.Partial(),
+	}
+}
+
+type jsonFile struct {
+	File    string       `json:"file"`
+	Devices []jsonDevice `json:"devices"`
+}
+
+type jsonDevice struct {
+	Device       int                  `json:"device"`
+	TorchVersion string               `json:"torch_version"`
+	MemoryStats  map[string]int64     `json:"memory_stats"`
+	Headline     report.Headline      `json:"headline"`
+	History      allocator.History    `json:"history"`
+	Agreement    *allocator.Agreement `json:"agreement"`
+}
+
+func jsonStats(files []fileStats) any {
+	out := struct {
+		Files []jsonFile `json:"files"`
+	}{Files: []jsonFile{}}
+	for _, f := range files {
+		jf := jsonFile{File: f.File, Devices: []jsonDevice{}}
+		for _, res := range f.Devices {
+			jf.Devices = append(jf.Devices, jsonDevice{
+				Device:       res.Device,
+				TorchVersion: res.Version,
+				MemoryStats:  res.MemoryStatsMap(),
+				Headline:     Headline(res),
+				History:      res.History,
+				Agreement:    res.Agreement,
+			})
+		}
+		out.Files = append(out.Files, jf)
+	}
+	return out
+}
+
+func writeText(w io.Writer, files []fileStats, format report.Format) error {
+	md := format == report.Markdown
+	first := true
+	for _, f := range files {
+		for _, res := range f.Devices {
+			if !first {
+				fmt.Fprintln(w)
+			}
+			first = false
+			title := fmt.Sprintf("%s, device %d (PyTorch %s)", filepath.Base(f.File), res.Device, res.Version)
+			if md {
+				fmt.Fprintf(w, "### %s\n\n", title)
+			} else {
+				fmt.Fprintln(w, title)
+			}
+			para := func(s string) {
+				if md {
+					fmt.Fprintf(w, "%s\n\n", s)
+				} else {
+					fmt.Fprintln(w, s)
+				}
+			}
+			para(HeadlineText(res))
+			para(HistoryLine(res))
+			para(AgreementLine(res))
+			if !md {
+				fmt.Fprintln(w)
+			}
+			get := res.Stat
+			if err := report.StatsTable(get).Render(w, format); err != nil {
+				return err
+			}
+			fmt.Fprintln(w)
+			if err := counterTable(res).Render(w, format); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// HeadlineText is the headline in words; without a trace the peaks are the
+// final state's.
+func HeadlineText(res *allocator.ReplayResult) string {
+	h := Headline(res)
+	if res.History.Coverage == allocator.CoverageNone {
+		h.Partial = false
+		return h.String() + " (no trace: the final state only)"
+	}
+	return h.String()
+}
+
+// HistoryLine says what the figures cover.
+func HistoryLine(res *allocator.ReplayResult) string {
+	h := res.History
+	switch h.Coverage {
+	case allocator.CoverageNone:
+		return "history: none: the snapshot has no trace for this device, so the figures are its final state; peaks equal the current values and the allocated/freed/num_* counters are unknown (0)"
+	case allocator.CoveragePartial:
+		return fmt.Sprintf("history: partial: %s%s, starting mid-run; %d segments (%s) and %d live blocks existed before the first entry, so peaks are over the recorded window only and the allocated/freed/num_* counters count only the window",
+			entries(h.Entries), timeRange(h), h.PreexistingSegments, report.Size(h.PreexistingBytes), h.PreexistingBlocks)
+	}
+	return fmt.Sprintf("history: complete: %s%s from an empty allocator; peaks and counters cover the whole recorded run", entries(h.Entries), timeRange(h))
+}
+
+func entries(n int) string {
+	if n == 1 {
+		return "1 trace entry"
+	}
+	return fmt.Sprintf("%d trace entries", n)
+}
+
+func timeRange(h allocator.History) string {
+	if h.FirstTimeUS == 0 {
+		return ""
+	}
+	const layout = "2006-01-02 15:04:05.000"
+	first := time.UnixMicro(h.FirstTimeUS).UTC()
+	last := time.UnixMicro(h.LastTimeUS).UTC()
+	return fmt.Sprintf(" (%s to %s UTC)", first.Format(layout), last.Format(layout))
+}
+
+// AgreementLine says whether the replayed final state equals the
+// snapshot's, and how faithfully the trace was reproduced.
+func AgreementLine(res *allocator.ReplayResult) string {
+	ag, f := res.Agreement, res.Fidelity
+	if ag == nil {
+		return "replay: what-if, no comparison with the snapshot"
+	}
+	if res.History.Coverage == allocator.CoverageNone {
+		return fmt.Sprintf("replay: nothing to replay; the state is the snapshot's (%d segments, %d blocks)", ag.Segments.Snapshot, ag.Blocks.Snapshot)
+	}
+	var b strings.Builder
+	if ag.Exact() {
+		fmt.Fprintf(&b, "replay: the final state equals the snapshot's (%d segments, %d blocks, %d requested sizes)",
+			ag.Segments.Snapshot, ag.Blocks.Snapshot, ag.RequestedSizes.Snapshot)
+	} else {
+		fmt.Fprintf(&b, "replay: the final state differs from the snapshot's in %d places", ag.MismatchCount)
+		if len(ag.Mismatches) > 0 {
+			fmt.Fprintf(&b, " (first: %s)", ag.Mismatches[0])
+		}
+		if ag.Reconciled > 0 {
+			fmt.Fprintf(&b, "; %s", ag.ReconcileNote)
+		}
+		if ag.Remaining > 0 {
+			fmt.Fprintf(&b, "; %d differences remain, so the current figures are not the snapshot's", ag.Remaining)
+		} else {
+			b.WriteString("; the current figures are the snapshot's")
+		}
+	}
+	fmt.Fprintf(&b, "; %d/%d placements and %d/%d segment events reproduced", f.Placements.Reproduced, f.Placements.Recorded,
+		f.SegmentEvents.Reproduced, f.SegmentEvents.Recorded)
+	if f.Divergences > 0 || f.Unapplied > 0 {
+		fmt.Fprintf(&b, " (%d divergences forced back to the recording, %d entries not applied)", f.Divergences, f.Unapplied)
+	}
+	return b.String()
+}
+
+// counterTable lists memory_stats' plain counters that the version has.
+func counterTable(res *allocator.ReplayResult) *report.Table {
+	t := &report.Table{Columns: []report.Column{
+		{Name: "Counter", Key: "counter"},
+		{Name: "Key", Key: "key"},
+		{Name: "Value", Key: "value", Align: report.Right},
+	}}
+	have := make(map[string]bool, len(res.MemoryStats))
+	for _, kv := range res.MemoryStats {
+		have[kv.Key] = true
+	}
+	for _, c := range report.CounterRows {
+		if have[c.Stat] {
+			t.Add(report.Str(c.Label), report.Str(c.Stat), report.Int(res.Stat(c.Stat)))
+		}
+	}
+	if have["max_split_size"] {
+		t.Add(report.Str("Max split size"), report.Str("max_split_size"), report.Int(res.Stat("max_split_size")))
+	}
+	return t
+}
