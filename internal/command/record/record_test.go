@@ -1,0 +1,305 @@
+package record
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/memstat/memstat/internal/command"
+	"github.com/memstat/memstat/internal/golden"
+	"github.com/memstat/memstat/internal/iostreams"
+	"github.com/memstat/memstat/pkg/allocator"
+	"github.com/memstat/memstat/pkg/snapshot"
+	"github.com/memstat/memstat/pkg/workload"
+)
+
+// runCommand runs `memstat record ARGS` (split at spaces) and returns its
+// stdout, stderr and error.
+func runCommand(t *testing.T, args string) (string, string, error) {
+	t.Helper()
+	ios, _, stdout, stderr := iostreams.Test()
+	cmd := NewCmdRecord(&command.Factory{IO: ios}, nil)
+	cmd.SetArgs(strings.Fields(args))
+	cmd.SetOut(stdout)
+	cmd.SetErr(stderr)
+	cmd.SilenceUsage = true
+	cmd.SilenceErrors = true
+	_, err := cmd.ExecuteC()
+	return stdout.String(), stderr.String(), err
+}
+
+func TestNewCmdRecordFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args    string
+		wantErr string
+		check   func(*Options) bool
+	}{
+		{args: "-o x.pickle", check: func(o *Options) bool {
+			return o.Workload == "train" && o.DeviceMemory == "80GiB" && o.TorchVersion == "2.10" && len(o.Params) == 0 && o.Seed == 1
+		}},
+		{args: "-w inference --layers 2 --kv-cache static -o x", check: func(o *Options) bool {
+			return o.Workload == "inference" && o.Params["layers"] == "2" && o.Params["kv-cache"] == "static" && len(o.Params) == 2
+		}},
+		{args: "--file w.mem --max-entries 100 --alloc-conf expandable_segments:True -o x", check: func(o *Options) bool {
+			return o.File == "w.mem" && o.MaxEntries == 100 && o.AllocConf == "expandable_segments:True"
+		}},
+		{args: "--list", check: func(o *Options) bool { return o.List }},
+		{args: "", wantErr: "the snapshot file is missing: -o OUT.pickle"},
+		{args: "--file w.mem -w train -o x", wantErr: "--workload and --file exclude each other"},
+		{args: "--file w.mem --layers 2 -o x", wantErr: "--layers sets a built-in workload's parameter; a workload file sets its own sizes"},
+		{args: "--max-entries -1 -o x", wantErr: "--max-entries must not be negative"},
+	} {
+		ios, _, _, _ := iostreams.Test()
+		var got *Options
+		cmd := NewCmdRecord(&command.Factory{IO: ios}, func(o *Options) error { got = o; return nil })
+		cmd.SetArgs(strings.Fields(tc.args))
+		cmd.SetOut(&bytes.Buffer{})
+		cmd.SetErr(&bytes.Buffer{})
+		err := cmd.Execute()
+		if tc.wantErr != "" {
+			if err == nil || err.Error() != tc.wantErr {
+				t.Errorf("%q: error %v, want %q", tc.args, err, tc.wantErr)
+			}
+			continue
+		}
+		if err != nil || !tc.check(got) {
+			t.Errorf("%q: err %v, options %+v", tc.args, err, got)
+		}
+	}
+}
+
+// moduleRoot is the folder holding go.mod.
+func moduleRoot(t *testing.T) string {
+	dir, _ := os.Getwd()
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatal("go.mod not found")
+		}
+		dir = parent
+	}
+}
+
+// checkSnapshot runs the shared checker (../shared/tools/check_snapshot.py
+// beside the checkout): PyTorch's own unpickler and the viewer's opcode set
+// must accept the file, with consistent segments.
+func checkSnapshot(t *testing.T, files ...string) {
+	t.Helper()
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("python3 not on the PATH; skipping check_snapshot.py")
+	}
+	tool := filepath.Join(moduleRoot(t), "..", "shared", "tools", "check_snapshot.py")
+	if _, err := os.Stat(tool); err != nil {
+		t.Skipf("%s not found; skipping", tool)
+	}
+	out, err := exec.Command(py, append([]string{tool}, files...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("check_snapshot.py: %v\n%s", err, out)
+	}
+}
+
+// Every built-in workload's recording is a snapshot PyTorch's readers
+// accept.
+func TestBuiltinsPassCheckSnapshot(t *testing.T) {
+	dir := t.TempDir()
+	var files []string
+	for _, b := range workload.Builtins {
+		f := filepath.Join(dir, b.Name+".pickle")
+		if _, stderr, err := runCommand(t, "-w "+b.Name+" -o "+f); err != nil {
+			t.Fatalf("%s: %v\n%s", b.Name, err, stderr)
+		}
+		files = append(files, f)
+	}
+	for _, w := range []string{"fragmentation", "side_stream", "training_loop"} {
+		f := filepath.Join(dir, w+".pickle")
+		src := filepath.Join(moduleRoot(t), "testdata", "workloads", w+".mem")
+		if _, stderr, err := runCommand(t, "--file "+src+" -o "+f); err != nil {
+			t.Fatalf("%s: %v\n%s", w, err, stderr)
+		}
+		files = append(files, f)
+	}
+	f := filepath.Join(dir, "v23.pickle")
+	if _, _, err := runCommand(t, "--torch-version 2.3 --alloc-conf expandable_segments:True -o "+f); err != nil {
+		t.Fatal(err)
+	}
+	checkSnapshot(t, append(files, f)...)
+}
+
+// The same command gives the same bytes; another seed changes varlen.
+func TestDeterministic(t *testing.T) {
+	dir := t.TempDir()
+	read := func(args, name string) []byte {
+		p := filepath.Join(dir, name)
+		if _, _, err := runCommand(t, args+" -o "+p); err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	for _, args := range []string{"", "-w varlen --seed 7", "-w inference --new-tokens 8", "-w oom"} {
+		if !bytes.Equal(read(args, "a.pickle"), read(args, "b.pickle")) {
+			t.Errorf("%q: two runs wrote different files", args)
+		}
+	}
+	if bytes.Equal(read("-w varlen --seed 1", "a.pickle"), read("-w varlen --seed 2", "b.pickle")) {
+		t.Error("varlen: seeds 1 and 2 wrote the same file")
+	}
+}
+
+// What `memstat stats` reports for a recorded file (the replay of its
+// trace) is exactly the simulator's memory_stats at the end of the run,
+// and the file's segments are the simulator's final state.
+func TestRecordedStatsAreTheSimulators(t *testing.T) {
+	for _, tc := range []struct{ workload, conf string }{
+		{"train", ""}, {"inference", ""}, {"varlen", "expandable_segments:True"}, {"oom", ""},
+		{"train", "max_split_size_mb:64,roundup_power2_divisions:4"},
+	} {
+		b, _ := workload.Lookup(tc.workload)
+		w, err := b.New(nil, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := allocator.ParseConfig(tc.conf, allocator.Latest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, _ := workload.NewEnv(workload.Options{Config: cfg, DeviceMemory: 80 << 30})
+		w.Run(e)
+		want := e.Allocator().MemoryStats()
+
+		p := filepath.Join(t.TempDir(), "r.pickle")
+		args := "-w " + tc.workload + " -o " + p
+		if tc.conf != "" {
+			args += " --alloc-conf " + tc.conf
+		}
+		if _, _, err := runCommand(t, args); err != nil {
+			t.Fatal(err)
+		}
+		s, err := snapshot.Load(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := allocator.NewReplay(s, allocator.ReplayOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := r.Run()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Partial() {
+			t.Errorf("%s: history is partial", tc.workload)
+		}
+		if len(res.MemoryStats) != len(want) {
+			t.Fatalf("%s: %d keys, want %d", tc.workload, len(res.MemoryStats), len(want))
+		}
+		for i, kv := range want {
+			if res.MemoryStats[i] != kv {
+				t.Errorf("%s %q: file says %v, simulator held %v", tc.workload, tc.conf, res.MemoryStats[i], kv)
+			}
+		}
+		var reserved, allocated int64
+		for _, sg := range s.Segments {
+			reserved += sg.TotalSize
+			allocated += sg.AllocatedSize
+		}
+		st := e.Allocator().Stats()
+		if reserved != st.ReservedBytes[allocator.PoolAll].Current || allocated != st.AllocatedBytes[allocator.PoolAll].Current {
+			t.Errorf("%s: segments hold %d reserved / %d allocated, simulator %d / %d", tc.workload,
+				reserved, allocated, st.ReservedBytes[allocator.PoolAll].Current, st.AllocatedBytes[allocator.PoolAll].Current)
+		}
+	}
+}
+
+// The default recording's stdout: what ran, what the formulas say, and the
+// stats headline.
+func TestStdoutGolden(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct{ name, args string }{
+		{"default", "-o " + filepath.Join(dir, "default.pickle")},
+		{"inference", "-w inference --kv-cache static --new-tokens 16 -o " + filepath.Join(dir, "gen.pickle")},
+		{"list", "--list"},
+	} {
+		stdout, stderr, err := runCommand(t, tc.args)
+		if err != nil || stderr != "" {
+			t.Fatalf("%s: %v\n%s", tc.name, err, stderr)
+		}
+		golden.Check(t, "stdout_"+tc.name, []byte(strings.ReplaceAll(stdout, dir, "OUT")))
+	}
+}
+
+// A workload file's prints come first, then the recording's lines.
+func TestFileStdout(t *testing.T) {
+	src := filepath.Join(moduleRoot(t), "testdata", "workloads", "fragmentation.mem")
+	dir := t.TempDir()
+	stdout, _, err := runCommand(t, "--file "+src+" -o "+filepath.Join(dir, "frag.pickle"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden.Check(t, "stdout_fragmentation", []byte(strings.ReplaceAll(stdout, dir, "OUT")))
+}
+
+// An OOM is recorded, not lost: the file is written and ends with the oom
+// entry, PyTorch's message goes to stderr, and the command succeeds.
+func TestOOMIsRecorded(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "oom.pickle")
+	stdout, stderr, err := runCommand(t, "--layers 32 --hidden 4096 --heads 32 --seq 2048 --batch 1 --device-memory 24GiB -o "+p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const msg = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate "
+	if !strings.HasPrefix(stderr, msg) || !strings.Contains(stderr, "GPU 0 has a total capacity of 24.00 GiB") ||
+		!strings.Contains(stderr, "holds the state at the failure (its trace ends with the oom entry)") {
+		t.Errorf("stderr:\n%s", stderr)
+	}
+	if !strings.Contains(stdout, "peak allocated") {
+		t.Errorf("stdout:\n%s", stdout)
+	}
+	s, err := snapshot.Load(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	trace := s.Trace(0)
+	if last := trace[len(trace)-1]; last.Action != snapshot.ActionOOM {
+		t.Errorf("last trace entry %v, want oom", last.Action)
+	}
+}
+
+// Bad input fails with exit status 2 and names the problem; nothing is
+// written.
+func TestErrors(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "train.mem")
+	os.WriteFile(bad, []byte("alloc w 4MiB\n\nfree w\nfree x\n"), 0o644)
+	out := filepath.Join(dir, "out.pickle")
+	for _, tc := range []struct{ args, want string }{
+		{"--file " + bad, bad + ":4: unknown tensor \"x\""},
+		{"--file " + filepath.Join(dir, "missing.mem"), "no such file or directory"},
+		{"-w nope", `unknown workload "nope" (built-in workloads: train, inference, varlen, oom)`},
+		{"--new-tokens 3", "--new-tokens does not apply to the train workload"},
+		{"--device-memory lots", `--device-memory "lots": want a positive size such as 24GiB or 80GB`},
+		{"--torch-version 1.13", `--torch-version: allocator: version "1.13": only PyTorch 2.x is modelled`},
+		{"--alloc-conf max_split_size_mb:5", "--alloc-conf: "},
+	} {
+		_, _, err := runCommand(t, tc.args+" -o "+out)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: error %v, want %q", tc.args, err, tc.want)
+		}
+		if code := command.ExitCode(err); code != command.ExitError {
+			t.Errorf("%q: exit status %d, want 2", tc.args, code)
+		}
+		if _, err := os.Stat(out); err == nil {
+			t.Fatalf("%q wrote %s", tc.args, out)
+		}
+	}
+}
