@@ -205,6 +205,7 @@ type jsonDevice struct {
 	AllocConf    string           `json:"alloc_conf"`
 	DeviceMemory int64            `json:"device_memory"`
 	Coverage     string           `json:"coverage"`
+	Entries      int              `json:"entries"`
 	Recorded     map[string]int64 `json:"recorded"`
 	Simulated    map[string]int64 `json:"simulated"`
 	Segments     pair             `json:"segments_created"`
@@ -236,6 +237,7 @@ func jsonReplay(opts *Options, devices []deviceReplay) any {
 			AllocConf:    sim.Settings,
 			DeviceMemory: sim.Capacity,
 			Coverage:     rec.History.Coverage,
+			Entries:      rec.History.Entries,
 			Recorded:     rec.MemoryStatsMap(),
 			Simulated:    sim.MemoryStatsMap(),
 			Segments:     pair{rec.SegmentsCreated, sim.SegmentsCreated},
