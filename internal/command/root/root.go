@@ -41,7 +41,6 @@ other allocator settings.`,
 	return cmd
 }
 
-
 // Main runs memstat with the process's arguments and returns the exit
 // status.
 func Main(f *command.Factory, args []string) int {
