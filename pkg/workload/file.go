@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/memstat/memstat/pkg/report"
 )
 
 // A workload file (.mem) is a line-based script of what a PyTorch program
@@ -776,7 +778,7 @@ func (p *parser) atom() (expr, error) {
 	}
 	switch {
 	case t.kind == tNumber:
-		n, err := ParseSize(t.text)
+		n, err := report.ParseSize(t.text)
 		if err != nil {
 			return nil, p.errorf("bad number or size %q (want e.g. 4096, 4MiB, 1.5GiB)", t.text)
 		}

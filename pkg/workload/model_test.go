@@ -254,18 +254,3 @@ func TestSeqLens(t *testing.T) {
 		t.Error("seeds 1 and 2 drew the same lengths")
 	}
 }
-
-func TestParseSize(t *testing.T) {
-	for in, want := range map[string]int64{
-		"4096": 4096, "512B": 512, "4MiB": 4 << 20, "1.5 GiB": 3 << 29, "24G": 24 << 30, "80GB": 80e9, "2KB": 2000,
-	} {
-		if got, err := ParseSize(in); err != nil || got != want {
-			t.Errorf("ParseSize(%q) = %d, %v; want %d", in, got, err, want)
-		}
-	}
-	for _, in := range []string{"", "GiB", "4 parsecs", "0.3B", "1e30GiB"} {
-		if _, err := ParseSize(in); err == nil {
-			t.Errorf("ParseSize(%q): no error", in)
-		}
-	}
-}

@@ -2,8 +2,6 @@ package workload
 
 import (
 	"fmt"
-	"math"
-	"strconv"
 	"strings"
 )
 
@@ -45,56 +43,6 @@ func ParseDType(s string) (DType, error) {
 		return d, nil
 	}
 	return DType{}, fmt.Errorf("unknown dtype %q (want e.g. float32, bfloat16, float16, int64, bool)", s)
-}
-
-// sizeUnits are the byte units ParseSize accepts. Binary units (KiB, MiB,
-// GiB, TiB and the one-letter K, M, G, T) are powers of 1024, decimal ones
-// (KB, MB, GB, TB) powers of 1000, as in nvidia-smi and on GPU spec sheets
-// respectively.
-var sizeUnits = map[string]float64{
-	"": 1, "b": 1,
-	"k": 1 << 10, "kib": 1 << 10, "kb": 1e3,
-	"m": 1 << 20, "mib": 1 << 20, "mb": 1e6,
-	"g": 1 << 30, "gib": 1 << 30, "gb": 1e9,
-	"t": 1 << 40, "tib": 1 << 40, "tb": 1e12,
-}
-
-// ParseSize reads a byte count: a number with an optional unit, e.g.
-// "4096", "512B", "4MiB", "1.5 GiB", "24G", "80GB". Binary units (KiB, MiB,
-// GiB, TiB, K, M, G, T) count in 1024s, decimal ones (KB, MB, GB, TB) in
-// 1000s. Fractions are allowed when the result is a whole number of bytes.
-func ParseSize(s string) (int64, error) {
-	t := strings.TrimSpace(s)
-	i := 0
-	for i < len(t) && (t[i] >= '0' && t[i] <= '9' || t[i] == '.' || t[i] == '_') {
-		i++
-	}
-	num, unit := strings.ReplaceAll(t[:i], "_", ""), strings.ToLower(strings.TrimSpace(t[i:]))
-	mult, ok := sizeUnits[unit]
-	if num == "" || !ok {
-		return 0, fmt.Errorf("invalid size %q (want a number of bytes with an optional unit, e.g. 4096, 4MiB, 1.5GiB, 80GB)", s)
-	}
-	if !strings.Contains(num, ".") {
-		n, err := strconv.ParseInt(num, 10, 64)
-		if err == nil && mult == 1 {
-			return n, nil
-		}
-		if err == nil && float64(n)*mult < math.MaxInt64 {
-			return n * int64(mult), nil
-		}
-	}
-	f, err := strconv.ParseFloat(num, 64)
-	if err != nil {
-		return 0, fmt.Errorf("invalid size %q", s)
-	}
-	v := f * mult
-	if v >= math.MaxInt64 {
-		return 0, fmt.Errorf("size %q is too large", s)
-	}
-	if v != math.Trunc(v) {
-		return 0, fmt.Errorf("size %q is not a whole number of bytes", s)
-	}
-	return int64(v), nil
 }
 
 // numel multiplies a shape's dimensions.

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/memstat/memstat/internal/command"
+	"github.com/memstat/memstat/internal/command/stats"
 	"github.com/memstat/memstat/internal/iostreams"
 	"github.com/memstat/memstat/pkg/allocator"
 	"github.com/memstat/memstat/pkg/report"
@@ -190,7 +191,7 @@ func (o *Options) prepare() (*run, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--alloc-conf: %w", err)
 	}
-	device, err := workload.ParseSize(o.DeviceMemory)
+	device, err := report.ParseSize(o.DeviceMemory)
 	if err != nil || device <= 0 {
 		return nil, command.FlagErrorf("--device-memory %q: want a positive size such as 24GiB or 80GB", o.DeviceMemory)
 	}
@@ -217,29 +218,24 @@ func (o *Options) prepare() (*run, error) {
 	return r, nil
 }
 
-// headline is the stats headline of the recorded file, computed the way
-// `memstat stats` computes it: the file is read back and its trace
-// replayed. The replay's statistics equal the simulator's at the end of
-// the run (the file's trace is complete unless --max-entries cut it).
-func headline(path string) (report.Headline, error) {
+// headline is the headline `memstat stats` prints for the recorded file,
+// computed the same way: the file is read back and its trace replayed. The
+// replay's statistics equal the simulator's at the end of the run (the
+// trace is complete unless --max-entries cut it).
+func headline(path string) (string, error) {
 	s, err := snapshot.Load(path)
 	if err != nil {
-		return report.Headline{}, err
+		return "", err
 	}
 	r, err := allocator.NewReplay(s, allocator.ReplayOptions{Device: 0})
 	if err != nil {
-		return report.Headline{}, fmt.Errorf("%s: %w", path, err)
+		return "", fmt.Errorf("%s: %w", path, err)
 	}
 	res, err := r.Run()
 	if err != nil {
-		return report.Headline{}, fmt.Errorf("%s: %w", path, err)
+		return "", fmt.Errorf("%s: %w", path, err)
 	}
-	return report.Headline{
-		PeakAllocated: res.PeakAllocated.Bytes,
-		PeakReserved:  res.PeakReserved.Bytes,
-		Fragmentation: res.FragmentationAtPeakReserved,
-		Partial:       res.Partial(),
-	}, nil
+	return stats.HeadlineText(res), nil
 }
 
 // describe prints what a built-in workload ran and what the formulas say

@@ -2,6 +2,8 @@ package record
 
 import (
 	"bytes"
+	"encoding/json"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -9,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/memstat/memstat/internal/command"
+	"github.com/memstat/memstat/internal/command/stats"
 	"github.com/memstat/memstat/internal/golden"
 	"github.com/memstat/memstat/internal/iostreams"
 	"github.com/memstat/memstat/pkg/allocator"
@@ -156,10 +159,24 @@ func TestDeterministic(t *testing.T) {
 	}
 }
 
-// What `memstat stats` reports for a recorded file (the replay of its
-// trace) is exactly the simulator's memory_stats at the end of the run,
-// and the file's segments are the simulator's final state.
-func TestRecordedStatsAreTheSimulators(t *testing.T) {
+// runStats runs `memstat stats ARGS` and returns its stdout.
+func runStats(t *testing.T, args ...string) string {
+	t.Helper()
+	ios, _, stdout, stderr := iostreams.Test()
+	cmd := stats.NewCmdStats(&command.Factory{IO: ios}, nil)
+	cmd.SetArgs(args)
+	cmd.SetOut(stdout)
+	cmd.SetErr(stderr)
+	if err := cmd.Execute(); err != nil {
+		t.Fatalf("memstat stats %v: %v\n%s", args, err, stderr)
+	}
+	return stdout.String()
+}
+
+// `memstat stats` on a recorded file gives exactly the memory_stats the
+// simulator held at the end of the run, and record's headline is the one
+// stats prints; the file's segments are the simulator's final state.
+func TestStatsOfRecordingAreTheSimulators(t *testing.T) {
 	for _, tc := range []struct{ workload, conf string }{
 		{"train", ""}, {"inference", ""}, {"varlen", "expandable_segments:True"}, {"oom", ""},
 		{"train", "max_split_size_mb:64,roundup_power2_divisions:4"},
@@ -175,48 +192,63 @@ func TestRecordedStatsAreTheSimulators(t *testing.T) {
 		}
 		e, _ := workload.NewEnv(workload.Options{Config: cfg, DeviceMemory: 80 << 30})
 		w.Run(e)
-		want := e.Allocator().MemoryStats()
+		want := map[string]int64{}
+		for _, kv := range e.Allocator().MemoryStats() {
+			want[kv.Key] = kv.Value
+		}
 
 		p := filepath.Join(t.TempDir(), "r.pickle")
 		args := "-w " + tc.workload + " -o " + p
 		if tc.conf != "" {
 			args += " --alloc-conf " + tc.conf
 		}
-		if _, _, err := runCommand(t, args); err != nil {
+		recorded, _, err := runCommand(t, args)
+		if err != nil {
 			t.Fatal(err)
 		}
+		var js struct {
+			Files []struct {
+				Devices []struct {
+					MemoryStats map[string]int64 `json:"memory_stats"`
+					Headline    struct {
+						Partial bool `json:"partial_history"`
+					} `json:"headline"`
+				} `json:"devices"`
+			} `json:"files"`
+		}
+		if err := json.Unmarshal([]byte(runStats(t, "--json", p)), &js); err != nil {
+			t.Fatal(err)
+		}
+		dev := js.Files[0].Devices[0]
+		if dev.Headline.Partial {
+			t.Errorf("%s: stats calls the history partial", tc.workload)
+		}
+		if !maps.Equal(dev.MemoryStats, want) {
+			for k, v := range want {
+				if dev.MemoryStats[k] != v {
+					t.Errorf("%s %q: %s: stats says %d, simulator held %d", tc.workload, tc.conf, k, dev.MemoryStats[k], v)
+				}
+			}
+			t.Errorf("%s: %d keys from stats, %d from the simulator", tc.workload, len(dev.MemoryStats), len(want))
+		}
+		text := strings.Split(runStats(t, p), "\n")
+		lines := strings.Split(strings.TrimSpace(recorded), "\n")
+		if len(text) < 2 || text[1] != lines[len(lines)-1] {
+			t.Errorf("%s: record's headline %q, stats' %q", tc.workload, lines[len(lines)-1], text[1])
+		}
+
 		s, err := snapshot.Load(p)
 		if err != nil {
 			t.Fatal(err)
-		}
-		r, err := allocator.NewReplay(s, allocator.ReplayOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		res, err := r.Run()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if res.Partial() {
-			t.Errorf("%s: history is partial", tc.workload)
-		}
-		if len(res.MemoryStats) != len(want) {
-			t.Fatalf("%s: %d keys, want %d", tc.workload, len(res.MemoryStats), len(want))
-		}
-		for i, kv := range want {
-			if res.MemoryStats[i] != kv {
-				t.Errorf("%s %q: file says %v, simulator held %v", tc.workload, tc.conf, res.MemoryStats[i], kv)
-			}
 		}
 		var reserved, allocated int64
 		for _, sg := range s.Segments {
 			reserved += sg.TotalSize
 			allocated += sg.AllocatedSize
 		}
-		st := e.Allocator().Stats()
-		if reserved != st.ReservedBytes[allocator.PoolAll].Current || allocated != st.AllocatedBytes[allocator.PoolAll].Current {
+		if reserved != want["reserved_bytes.all.current"] || allocated != want["allocated_bytes.all.current"] {
 			t.Errorf("%s: segments hold %d reserved / %d allocated, simulator %d / %d", tc.workload,
-				reserved, allocated, st.ReservedBytes[allocator.PoolAll].Current, st.AllocatedBytes[allocator.PoolAll].Current)
+				reserved, allocated, want["reserved_bytes.all.current"], want["allocated_bytes.all.current"])
 		}
 	}
 }
