@@ -137,17 +137,6 @@ func Lookup(name string) (*Builtin, error) {
 	return nil, fmt.Errorf("unknown workload %q (built-in workloads: %s)", name, strings.Join(names, ", "))
 }
 
-// Default returns the default value of one of the workload's parameters,
-// and whether the workload has it.
-func (b *Builtin) Default(name string) (string, bool) {
-	for _, d := range b.Defaults {
-		if d.Name == name {
-			return d.Value, true
-		}
-	}
-	return "", false
-}
-
 // New builds the workload with the given parameter values (by name, as on
 // the command line) over its defaults. A parameter the workload does not
 // have is an error, so that a misplaced flag is not silently ignored. The

@@ -186,9 +186,6 @@ func (e *Env) Free(ts ...Tensor) {
 	}
 }
 
-// Stream returns the current stream.
-func (e *Env) Stream() int64 { return e.stream }
-
 // SetStream makes s the current stream (torch.cuda.set_stream) and returns
 // the previous one.
 func (e *Env) SetStream(s int64) int64 {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -637,7 +638,7 @@ func (p *parser) callExpr(table map[string][]string, want string) (*callStmt, er
 		} else {
 			return nil, p.errorf("%s() takes at most %d positional arguments", fn, len(keys))
 		}
-		if !contains(keys, key) {
+		if !slices.Contains(keys, key) {
 			return nil, p.errorf("%s() got an unexpected keyword argument %q", fn, key)
 		}
 		if seen[key] {
@@ -651,15 +652,6 @@ func (p *parser) callExpr(table map[string][]string, want string) (*callStmt, er
 		c.args = append(c.args, arg{key: key, val: v})
 	}
 	return c, nil
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 func (p *parser) value() (value, error) {

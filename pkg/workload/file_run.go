@@ -2,6 +2,7 @@ package workload
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 
@@ -258,7 +259,7 @@ func (r *runner) strArg(c *callStmt, key string, def string, allowed ...string) 
 		if a.val.kind == vNone {
 			return "", true, nil
 		}
-		if a.val.kind != vString || !contains(allowed, a.val.str) {
+		if a.val.kind != vString || !slices.Contains(allowed, a.val.str) {
 			return "", false, r.errorf(c, "%s(): %s must be None or one of %q, not %s", c.fn, key, allowed, a.val.token)
 		}
 		return a.val.str, false, nil
