@@ -1,0 +1,504 @@
+// Package check is `memstat check`: memory budgets for CI. It replays each
+// snapshot, evaluates the rules (absolute limits, and limits on the
+// increase over a baseline run), prints a pass/fail table, optionally
+// writes JUnit XML and GitHub Actions annotations, and exits 1 when a rule
+// fails.
+package check
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/memstat/memstat/internal/command"
+	"github.com/memstat/memstat/internal/iostreams"
+	"github.com/memstat/memstat/pkg/allocator"
+	"github.com/memstat/memstat/pkg/check"
+	"github.com/memstat/memstat/pkg/report"
+	"github.com/memstat/memstat/pkg/snapshot"
+)
+
+// Options are `memstat check`'s inputs.
+type Options struct {
+	IO     *iostreams.IOStreams
+	Getenv func(string) string
+	Now    func() time.Time
+
+	Files       []string
+	Max         []string
+	MaxIncrease []string
+	Baselines   []string
+	ConfigFile  string
+	JUnit       string
+	Device      int
+	Output      command.OutputFlags
+	Format      report.Format
+
+	// Resolved: the rules in order (rules file first) and the baseline
+	// of each file (nil entries: none).
+	rules     []check.Rule
+	baselines []string
+}
+
+// NewCmdCheck returns the check command. runF replaces runCheck in tests
+// of flag parsing.
+func NewCmdCheck(f *command.Factory, runF func(*Options) error) *cobra.Command {
+	opts := &Options{IO: f.IO, Getenv: f.Getenv, Now: f.Now}
+	cmd := &cobra.Command{
+		Use:   "check FILE... [--max KEY=VALUE]... [--baseline BASE --max-increase KEY=PCT|SIZE]... [--config FILE] [--junit FILE]",
+		Short: "Fail when a snapshot breaks a memory budget (CI regression gate)",
+		Long: `Replay each snapshot (one per rank, say) and check its memory figures
+against limits: exit 0 when every rule holds, 1 when one fails, 2 for bad
+input or a rule that names nothing.
+
+KEY is a named figure or any torch.cuda.memory_stats() key:
+
+  peak_allocated     highest memory held by tensors
+  peak_reserved      highest memory the caching allocator held from the GPU
+  current_allocated  memory held by tensors when the snapshot was taken
+  current_reserved   memory reserved when the snapshot was taken
+  fragmentation      share of reserved memory no tensor used when reserved peaked
+  ooms               out-of-memory errors in the trace
+  segments           segments created (cudaMalloc and expandable-segment map calls)
+  alloc_retries      cudaMalloc failures retried after freeing the cache
+  allocated_bytes.all.peak, segment.large_pool.current, num_device_alloc, ...
+
+--max KEY=VALUE is an absolute limit: a size for bytes (20GiB, 512MB), a
+whole number for counts, a percentage for fragmentation (30%).
+--max-increase KEY=VALUE limits the increase over --baseline: a percentage
+of the baseline's value (10%) or an amount (1GiB, 20); for fragmentation a
+percentage is in percentage points. Give --baseline once (every FILE is
+compared with it) or once per FILE (in order). Devices are matched by
+ordinal; a baseline with a single device serves every device.
+
+Rules can live in a file kept in the repository (--config FILE; without
+rules on the command line memstat reads ./.memstat.toml if it exists):
+
+  baseline = "ci/baseline.pickle"   # relative to this file
+  [max]
+  peak_reserved = "20GiB"
+  fragmentation = "30%"
+  ooms = 0
+  "allocated_bytes.all.peak" = "18GiB"
+  [max-increase]
+  peak_reserved = "10%"
+
+Figures come from replaying the trace with the recorded settings (as
+'memstat stats' prints them); a trace that starts mid-run gives peaks over
+the recorded window only, and the table says so.
+
+--junit FILE writes JUnit XML (a test suite per file, a test case per rule
+and device) for CI test reports. Under GitHub Actions (GITHUB_ACTIONS=true)
+each failed rule is also printed as an ::error annotation (on stdout, or on
+stderr with --json).`,
+		Example: `  memstat check snapshot.pickle --max peak_reserved=20GiB --max fragmentation=30%
+  memstat check rank*.pickle --baseline main.pickle --max-increase peak_reserved=10% --junit memstat.xml
+  memstat check snapshot.pickle --config ci/memstat.toml --json`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return command.FlagErrorf("no snapshot given: memstat check FILE... --max KEY=VALUE")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Files = args
+			format, err := opts.Output.Resolve()
+			if err != nil {
+				return err
+			}
+			opts.Format = format
+			if err := opts.resolve(); err != nil {
+				return err
+			}
+			if runF != nil {
+				return runF(opts)
+			}
+			return runCheck(opts)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringArrayVar(&opts.Max, "max", nil, "absolute limit KEY=VALUE, e.g. peak_reserved=20GiB, fragmentation=30%, ooms=0 (repeatable)")
+	fl.StringArrayVar(&opts.MaxIncrease, "max-increase", nil, "limit on the increase over --baseline, KEY=PCT or KEY=AMOUNT, e.g. peak_reserved=10% (repeatable)")
+	fl.StringArrayVar(&opts.Baselines, "baseline", nil, "baseline snapshot for --max-increase: once for all FILEs, or once per FILE")
+	fl.StringVar(&opts.ConfigFile, "config", "", "rules file (default: ./"+check.DefaultConfigFile+" when no rule is given)")
+	fl.StringVar(&opts.JUnit, "junit", "", "also write the results as JUnit XML to this file")
+	fl.IntVar(&opts.Device, "device", -1, "check only this device (default: every device with segments or a trace)")
+	command.AddOutputFlags(cmd, &opts.Output, report.Text, report.JSON, report.Markdown)
+	return cmd
+}
+
+// resolve reads the rules and pairs files with baselines.
+func (o *Options) resolve() error {
+	cfgPath := o.ConfigFile
+	if cfgPath == "" && len(o.Max) == 0 && len(o.MaxIncrease) == 0 {
+		if _, err := os.Stat(check.DefaultConfigFile); err == nil {
+			cfgPath = check.DefaultConfigFile
+		}
+	}
+	cfgBaseline := ""
+	if cfgPath != "" {
+		cfg, err := check.ReadConfig(cfgPath)
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return fmt.Errorf("%s: no such rules file", cfgPath)
+			}
+			return err
+		}
+		o.rules = append(o.rules, cfg.Rules...)
+		cfgBaseline = cfg.Baseline
+	}
+	for _, spec := range o.Max {
+		r, err := check.ParseRule(check.Max, spec, "--max "+spec)
+		if err != nil {
+			return err
+		}
+		o.rules = append(o.rules, r)
+	}
+	for _, spec := range o.MaxIncrease {
+		r, err := check.ParseRule(check.MaxIncrease, spec, "--max-increase "+spec)
+		if err != nil {
+			return err
+		}
+		o.rules = append(o.rules, r)
+	}
+	if len(o.rules) == 0 {
+		return command.FlagErrorf("no rules: give --max KEY=VALUE, --max-increase KEY=VALUE with --baseline, or --config FILE (or keep them in ./%s)", check.DefaultConfigFile)
+	}
+	bases := o.Baselines
+	if len(bases) == 0 && cfgBaseline != "" {
+		bases = []string{cfgBaseline}
+	}
+	needBase := false
+	for _, r := range o.rules {
+		needBase = needBase || r.Kind == check.MaxIncrease
+	}
+	switch {
+	case needBase && len(bases) == 0:
+		return command.FlagErrorf("--max-increase needs a baseline: --baseline FILE (or baseline = \"FILE\" in the rules file)")
+	case len(bases) > 1 && len(bases) != len(o.Files):
+		return command.FlagErrorf("%d baselines for %d files: give --baseline once, or once per file", len(bases), len(o.Files))
+	}
+	o.baselines = make([]string, len(o.Files))
+	for i := range o.Files {
+		switch {
+		case !needBase:
+		case len(bases) == 1:
+			o.baselines[i] = bases[0]
+		default:
+			o.baselines[i] = bases[i]
+		}
+	}
+	return nil
+}
+
+// replayed is one snapshot's figures by device.
+type replayed struct {
+	devices []int
+	figures map[int]*check.Figures
+	partial map[int]bool
+}
+
+func (o *Options) load(fn string) (*replayed, error) {
+	snap, err := snapshot.Load(fn)
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range snap.Warnings {
+		fmt.Fprintf(o.IO.ErrOut, "memstat: %s: warning: %s\n", fn, w)
+	}
+	out := &replayed{figures: map[int]*check.Figures{}, partial: map[int]bool{}}
+	for d := range snap.Devices() {
+		if len(snap.Trace(d)) == 0 && len(snap.DeviceSegments(d)) == 0 {
+			continue
+		}
+		r, err := allocator.NewReplay(snap, allocator.ReplayOptions{Device: d})
+		if err != nil {
+			return nil, fmt.Errorf("%s: device %d: %w", fn, d, err)
+		}
+		res, err := r.Run()
+		if err != nil {
+			return nil, fmt.Errorf("%s: device %d: %w", fn, d, err)
+		}
+		out.devices = append(out.devices, d)
+		out.figures[d] = check.FiguresOf(res)
+		out.partial[d] = res.History.Coverage == allocator.CoveragePartial
+	}
+	if len(out.devices) == 0 {
+		return nil, fmt.Errorf("%s: no device has segments or a trace: nothing to check", fn)
+	}
+	return out, nil
+}
+
+// baselineFor picks the baseline device compared with device d.
+func baselineFor(file string, d int, base *replayed) (int, error) {
+	if _, ok := base.figures[d]; ok {
+		return d, nil
+	}
+	if len(base.devices) == 1 {
+		return base.devices[0], nil
+	}
+	return 0, fmt.Errorf("%s: no device %d to compare with (it has devices %s)", file, d, ints(base.devices))
+}
+
+func ints(ns []int) string {
+	s := make([]string, len(ns))
+	for i, n := range ns {
+		s[i] = fmt.Sprint(n)
+	}
+	return strings.Join(s, ", ")
+}
+
+// checked is one device's outcomes and what the figures cover.
+type checked struct {
+	*check.Device
+	Partial bool
+}
+
+func runCheck(opts *Options) error {
+	bases := map[string]*replayed{}
+	for _, b := range opts.baselines {
+		if b == "" || bases[b] != nil {
+			continue
+		}
+		r, err := opts.load(b)
+		if err != nil {
+			return err
+		}
+		bases[b] = r
+	}
+	var results []checked
+	for i, fn := range opts.Files {
+		rep, err := opts.load(fn)
+		if err != nil {
+			return err
+		}
+		found := false
+		for _, d := range rep.devices {
+			if opts.Device >= 0 && d != opts.Device {
+				continue
+			}
+			found = true
+			var base *check.Baseline
+			if b := opts.baselines[i]; b != "" {
+				bd, err := baselineFor(b, d, bases[b])
+				if err != nil {
+					return err
+				}
+				base = &check.Baseline{File: b, Device: bd, Figures: bases[b].figures[bd]}
+			}
+			dev, err := check.Evaluate(fn, d, rep.figures[d], opts.rules, base)
+			if err != nil {
+				return err
+			}
+			results = append(results, checked{dev, rep.partial[d]})
+		}
+		if !found {
+			return fmt.Errorf("%s: device %d has no segments and no trace", fn, opts.Device)
+		}
+	}
+
+	failed, total := 0, 0
+	devices := make([]*check.Device, len(results))
+	for i, r := range results {
+		devices[i] = r.Device
+		failed += r.Failed()
+		total += len(r.Outcomes)
+	}
+	if opts.Format == report.JSON {
+		if err := report.WriteJSON(opts.IO.Out, jsonResults(opts, results, total, failed)); err != nil {
+			return err
+		}
+	} else if err := writeText(opts.IO.Out, opts.Format, results, total, failed); err != nil {
+		return err
+	}
+	if opts.JUnit != "" {
+		now := time.Now
+		if opts.Now != nil {
+			now = opts.Now
+		}
+		if err := check.WriteJUnitFile(opts.JUnit, opts.Files, devices, now()); err != nil {
+			return err
+		}
+	}
+	if opts.Getenv != nil && opts.Getenv("GITHUB_ACTIONS") == "true" {
+		w := opts.IO.Out
+		if opts.Format == report.JSON {
+			w = opts.IO.ErrOut
+		}
+		if err := check.WriteGitHubAnnotations(w, devices); err != nil {
+			return err
+		}
+	}
+	if failed > 0 {
+		return &command.CheckFailedError{Failed: failed}
+	}
+	return nil
+}
+
+func writeText(w io.Writer, format report.Format, results []checked, total, failed int) error {
+	md := format == report.Markdown
+	for i, r := range results {
+		if i > 0 {
+			fmt.Fprintln(w)
+		}
+		title := fmt.Sprintf("%s, device %d (PyTorch %s)", filepath.Base(r.File), r.Device.Device, r.Version)
+		if r.BaselineFile != "" {
+			title += fmt.Sprintf(", baseline %s device %d", filepath.Base(r.BaselineFile), r.BaselineDevice)
+		}
+		if md {
+			fmt.Fprintf(w, "### %s\n\n", title)
+		} else {
+			fmt.Fprintln(w, title)
+		}
+		if r.Partial {
+			note := "history: partial: the trace starts mid-run, so peaks are over the recorded window only"
+			if md {
+				fmt.Fprintf(w, "%s\n\n", note)
+			} else {
+				fmt.Fprintln(w, note)
+			}
+		}
+		if !md {
+			fmt.Fprintln(w)
+		}
+		if err := outcomeTable(r.Device).Render(w, format); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, summary(total, failed, results))
+	return nil
+}
+
+// summary is the last line: the verdict and the counts.
+func summary(total, failed int, results []checked) string {
+	files := map[string]bool{}
+	for _, r := range results {
+		files[r.File] = true
+	}
+	scope := fmt.Sprintf("%s, %s", plural(len(files), "file"), plural(len(results), "device"))
+	if failed > 0 {
+		return fmt.Sprintf("FAIL: %d of %s failed (%s)", failed, plural(total, "check"), scope)
+	}
+	return fmt.Sprintf("ok: all %s passed (%s)", plural(total, "check"), scope)
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
+}
+
+func outcomeTable(d *check.Device) *report.Table {
+	withBase := false
+	for _, o := range d.Outcomes {
+		withBase = withBase || o.Rule.Kind == check.MaxIncrease
+	}
+	t := &report.Table{Columns: []report.Column{
+		{Name: "Rule", Key: "rule"},
+		{Name: "Actual", Key: "actual", Align: report.Right},
+		{Name: "Limit", Key: "limit", Align: report.Right},
+	}}
+	if withBase {
+		t.Columns = append(t.Columns,
+			report.Column{Name: "Baseline", Key: "baseline", Align: report.Right},
+			report.Column{Name: "Change", Key: "change", Align: report.Right})
+	}
+	t.Columns = append(t.Columns, report.Column{Name: "Verdict", Key: "verdict"})
+	for _, o := range d.Outcomes {
+		u := o.Rule.Unit
+		row := []report.Cell{
+			report.Str(o.Rule.String()),
+			{Raw: o.Actual, Text: u.Format(o.Actual)},
+			{Raw: o.Limit, Text: u.Format(o.Limit)},
+		}
+		if withBase {
+			if o.Rule.Kind == check.MaxIncrease {
+				row = append(row, report.Cell{Raw: o.Baseline, Text: u.Format(o.Baseline)}, report.Str(o.Change()))
+			} else {
+				row = append(row, report.Cell{Raw: nil, Text: ""}, report.Cell{Raw: nil, Text: ""})
+			}
+		}
+		verdict := "ok"
+		if !o.Passed {
+			verdict = "FAIL"
+		}
+		t.Add(append(row, report.Str(verdict))...)
+	}
+	return t
+}
+
+type jsonOutcome struct {
+	Rule     string   `json:"rule"`
+	Kind     string   `json:"kind"`
+	Key      string   `json:"key"`
+	Unit     string   `json:"unit"`
+	Actual   float64  `json:"actual"`
+	Limit    float64  `json:"limit"`
+	Baseline *float64 `json:"baseline"`
+	Passed   bool     `json:"passed"`
+	Message  string   `json:"message"`
+	Source   string   `json:"source"`
+}
+
+type jsonBaseline struct {
+	File   string `json:"file"`
+	Device int    `json:"device"`
+}
+
+type jsonDevice struct {
+	Device       int           `json:"device"`
+	TorchVersion string        `json:"torch_version"`
+	Partial      bool          `json:"partial_history"`
+	Baseline     *jsonBaseline `json:"baseline"`
+	Passed       bool          `json:"passed"`
+	Results      []jsonOutcome `json:"results"`
+}
+
+type jsonFile struct {
+	File    string       `json:"file"`
+	Devices []jsonDevice `json:"devices"`
+}
+
+func jsonResults(opts *Options, results []checked, total, failed int) any {
+	out := struct {
+		Passed bool       `json:"passed"`
+		Checks int        `json:"checks"`
+		Failed int        `json:"failed"`
+		Files  []jsonFile `json:"files"`
+	}{Passed: failed == 0, Checks: total, Failed: failed, Files: []jsonFile{}}
+	for _, fn := range opts.Files {
+		jf := jsonFile{File: fn, Devices: []jsonDevice{}}
+		for _, r := range results {
+			if r.File != fn {
+				continue
+			}
+			jd := jsonDevice{Device: r.Device.Device, TorchVersion: r.Version, Partial: r.Partial, Passed: r.Failed() == 0, Results: []jsonOutcome{}}
+			if r.BaselineFile != "" {
+				jd.Baseline = &jsonBaseline{r.BaselineFile, r.BaselineDevice}
+			}
+			for _, o := range r.Outcomes {
+				jo := jsonOutcome{
+					Rule: o.Rule.String(), Kind: o.Rule.Kind.String(), Key: o.Rule.Key, Unit: o.Rule.Unit.String(),
+					Actual: o.Actual, Limit: o.Limit, Passed: o.Passed, Message: o.Message(), Source: o.Rule.Source,
+				}
+				if o.Rule.Kind == check.MaxIncrease {
+					b := o.Baseline
+					jo.Baseline = &b
+				}
+				jd.Results = append(jd.Results, jo)
+			}
+			jf.Devices = append(jf.Devices, jd)
+		}
+		out.Files = append(out.Files, jf)
+	}
+	return out
+}

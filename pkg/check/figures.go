@@ -1,0 +1,174 @@
+// Package check evaluates memory budgets on replayed snapshots: the rules
+// of `memstat check` (an absolute limit on a figure, or a limit on its
+// increase over a baseline run), where they come from (flags or a rules
+// file kept in the repository), and the JUnit XML that CI systems display.
+package check
+
+import (
+	"slices"
+	"sort"
+	"sync"
+
+	"github.com/memstat/memstat/pkg/allocator"
+)
+
+// Unit is what a figure counts; it decides how limits are written and
+// printed.
+type Unit uint8
+
+// Units.
+const (
+	// Bytes: sizes such as 20GiB or 512MB.
+	Bytes Unit = iota
+	// Count: whole numbers (OOMs, segments, allocations).
+	Count
+	// Fraction: a share such as fragmentation, written 30% or 0.3.
+	Fraction
+)
+
+func (u Unit) String() string {
+	switch u {
+	case Bytes:
+		return "bytes"
+	case Count:
+		return "count"
+	}
+	return "fraction"
+}
+
+// Named is a figure with a short name, beside the raw memory_stats keys.
+type Named struct {
+	Name string
+	Unit Unit
+	Doc  string
+	of   func(*allocator.ReplayResult) float64
+}
+
+// NamedFigures are the figures people gate on most, by their short names.
+var NamedFigures = []Named{
+	{"peak_allocated", Bytes, "highest memory held by tensors (allocated_bytes.all.peak over the trace)",
+		func(r *allocator.ReplayResult) float64 { return float64(r.PeakAllocated.Bytes) }},
+	{"peak_reserved", Bytes, "highest memory the caching allocator held from the GPU (reserved_bytes.all.peak)",
+		func(r *allocator.ReplayResult) float64 { return float64(r.PeakReserved.Bytes) }},
+	{"current_allocated", Bytes, "memory held by tensors when the snapshot was taken",
+		func(r *allocator.ReplayResult) float64 { return float64(r.Stat("allocated_bytes.all.current")) }},
+	{"current_reserved", Bytes, "memory reserved from the GPU when the snapshot was taken",
+		func(r *allocator.ReplayResult) float64 { return float64(r.Stat("reserved_bytes.all.current")) }},
+	{"fragmentation", Fraction, "share of reserved memory no tensor used when reserved memory peaked",
+		func(r *allocator.ReplayResult) float64 { return r.FragmentationAtPeakReserved }},
+	{"ooms", Count, "out-of-memory errors in the trace",
+		func(r *allocator.ReplayResult) float64 { return float64(r.OOMs.Recorded) }},
+	{"segments", Count, "segments created during the trace (cudaMalloc and expandable-segment map calls)",
+		func(r *allocator.ReplayResult) float64 { return float64(r.SegmentsCreated) }},
+	{"alloc_retries", Count, "cudaMalloc calls that failed and were retried after freeing the cache (num_alloc_retries)",
+		func(r *allocator.ReplayResult) float64 { return float64(r.Stat("num_alloc_retries")) }},
+}
+
+// statKeys is every memory_stats key of the newest PyTorch modelled, sorted.
+var statKeys = sync.OnceValue(func() []string {
+	a, err := allocator.New(allocator.DefaultConfig(allocator.Latest), allocator.Options{})
+	if err != nil {
+		panic(err)
+	}
+	var keys []string
+	for _, kv := range a.MemoryStats() {
+		keys = append(keys, kv.Key)
+	}
+	sort.Strings(keys)
+	return keys
+})
+
+// StatKeys returns the memory_stats keys a rule may name.
+func StatKeys() []string { return slices.Clone(statKeys()) }
+
+// Keys returns every key a rule may name: the named figures, then the
+// memory_stats keys.
+func Keys() []string {
+	var out []string
+	for _, n := range NamedFigures {
+		out = append(out, n.Name)
+	}
+	return append(out, statKeys()...)
+}
+
+// lookupKey returns the unit of a key, or false when it names nothing.
+func lookupKey(key string) (Unit, bool) {
+	for _, n := range NamedFigures {
+		if n.Name == key {
+			return n.Unit, true
+		}
+	}
+	if _, ok := slices.BinarySearch(statKeys(), key); !ok {
+		return 0, false
+	}
+	return statUnit(key), true
+}
+
+// statUnit: memory_stats keys count bytes when their metric does
+// (allocated_bytes.*, max_split_size), things otherwise.
+func statUnit(key string) Unit {
+	metric := key
+	for i := range key {
+		if key[i] == '.' {
+			metric = key[:i]
+			break
+		}
+	}
+	if metric == "max_split_size" || len(metric) > 6 && metric[len(metric)-6:] == "_bytes" {
+		return Bytes
+	}
+	return Count
+}
+
+// Figures are one device's figures of one snapshot, as rules read them.
+type Figures struct {
+	// Version is the PyTorch release whose memory_stats keys the figures
+	// have.
+	Version string
+	named   map[string]float64
+	stats   map[string]int64
+}
+
+// FiguresOf collects the figures of a replay (a follow replay: the
+// recorded run's own statistics).
+func FiguresOf(r *allocator.ReplayResult) *Figures {
+	f := &Figures{Version: r.Version, named: map[string]float64{}, stats: r.MemoryStatsMap()}
+	for _, n := range NamedFigures {
+		f.named[n.Name] = n.of(r)
+	}
+	return f
+}
+
+// NewFigures builds figures from values by key (tests, and callers with
+// figures from elsewhere). Named figures and memory_stats keys share the
+// map.
+func NewFigures(version string, values map[string]float64) *Figures {
+	f := &Figures{Version: version, named: map[string]float64{}, stats: map[string]int64{}}
+	for k, v := range values {
+		if _, ok := f.namedUnit(k); ok {
+			f.named[k] = v
+		} else {
+			f.stats[k] = int64(v)
+		}
+	}
+	return f
+}
+
+func (f *Figures) namedUnit(key string) (Unit, bool) {
+	for _, n := range NamedFigures {
+		if n.Name == key {
+			return n.Unit, true
+		}
+	}
+	return 0, false
+}
+
+// Value returns a figure by key; false when this file's PyTorch version
+// does not report it.
+func (f *Figures) Value(key string) (float64, bool) {
+	if v, ok := f.named[key]; ok {
+		return v, true
+	}
+	v, ok := f.stats[key]
+	return float64(v), ok
+}
