@@ -42,7 +42,7 @@ type Error struct {
 	Offset int64  // offset of the opcode
 	Op     string // opcode name, "" if the byte is no opcode
 	Msg    string
-	Err    error // ErrTruncated, ErrRefused, or nil
+	Err    error // ErrTruncated, ErrRefused, the reader's error, or nil
 }
 
 func (e *Error) Error() string {
@@ -82,7 +82,11 @@ type Decoder struct {
 	stack []Value
 	marks []int
 	memo  []Value
-	proto int
+	// memoLen counts the memo entries stored, gaps left by BINPUT not
+	// included: MEMOIZE stores at that index, as CPython does (the length
+	// of its memo dict), which is the end of the memo only without gaps.
+	memoLen int
+	proto   int
 
 	opStart int64
 	op      byte
@@ -158,7 +162,7 @@ func (d *Decoder) fill(n int) error {
 			break
 		}
 		if err != nil {
-			return &Error{Offset: d.opStart, Op: opName(d.op), Msg: "reading input: " + err.Error()}
+			return &Error{Offset: d.opStart, Op: opName(d.op), Msg: "reading input: " + err.Error(), Err: err}
 		}
 	}
 	return nil
@@ -193,19 +197,36 @@ func (d *Decoder) takeLen(n uint64) ([]byte, error) {
 }
 
 func (d *Decoder) line() ([]byte, error) {
+	// scanned counts the bytes after pos already searched for the newline,
+	// so that a line arriving in many small reads is scanned once, not
+	// once per read (quadratic in the line's length: a 1 MiB line read a
+	// byte at a time took 17 s instead of 30 ms).
+	scanned := 0
 	for {
-		if i := bytes.IndexByte(d.buf[d.pos:d.end], '\n'); i >= 0 {
-			l := d.buf[d.pos : d.pos+i]
-			d.pos += i + 1
+		if i := bytes.IndexByte(d.buf[d.pos+scanned:d.end], '\n'); i >= 0 {
+			l := d.buf[d.pos : d.pos+scanned+i]
+			d.pos += scanned + i + 1
 			return l, nil
 		}
-		if d.end-d.pos > maxLineLen {
+		scanned = d.end - d.pos
+		if scanned > maxLineLen {
 			return nil, d.errf("text argument longer than %d bytes", maxLineLen)
 		}
-		if err := d.fill(d.end - d.pos + 1); err != nil {
+		if err := d.fill(scanned + 1); err != nil {
 			return nil, err
 		}
 	}
+}
+
+// quote returns input text for an error message: quoted, and cut to its
+// first bytes, so that a message stays one short line however long the
+// offending text is (a protocol-0 line may be 1 MiB).
+func quote(b []byte) string {
+	const keep = 32
+	if len(b) <= keep {
+		return strconv.Quote(string(b))
+	}
+	return fmt.Sprintf("%s... (%d bytes)", strconv.Quote(string(b[:keep])), len(b))
 }
 
 func (d *Decoder) push(v Value) { d.stack = append(d.stack, v) }
@@ -299,6 +320,9 @@ func (d *Decoder) memoPut(i uint64, v Value) error {
 	for uint64(len(d.memo)) <= i {
 		d.memo = append(d.memo, Value{Kind: kindMark})
 	}
+	if d.memo[i].Kind == kindMark {
+		d.memoLen++
+	}
 	d.memo[i] = v
 	return nil
 }
@@ -316,8 +340,13 @@ func (d *Decoder) Decode() (Value, error) {
 	for {
 		d.opStart = d.base + int64(d.pos)
 		if d.pos >= d.end {
+			d.op = 0
 			if err := d.fill(1); err != nil {
-				d.op = 0
+				if !errors.Is(err, ErrTruncated) {
+					// A read error (corrupt gzip, I/O), not the end of
+					// the data: say what it was.
+					return None, err
+				}
 				return None, &Error{Offset: d.opStart, Err: ErrTruncated,
 					Msg: "data ends before the STOP opcode (truncated file?)"}
 			}
@@ -444,7 +473,7 @@ func (d *Decoder) step(op byte) error {
 		}
 		f, err := strconv.ParseFloat(strings.TrimSpace(string(l)), 64)
 		if err != nil {
-			return d.errf("bad float %q", l)
+			return d.errf("bad float %s", quote(l))
 		}
 		d.push(Float(f))
 
@@ -683,7 +712,7 @@ func (d *Decoder) step(op byte) error {
 		if err != nil {
 			return err
 		}
-		d.memo = append(d.memo, *t)
+		return d.memoPut(uint64(d.memoLen), *t)
 	case opBinPut:
 		b, err := d.take(1)
 		if err != nil {
@@ -711,7 +740,7 @@ func (d *Decoder) step(op byte) error {
 		}
 		i, err := strconv.ParseUint(string(l), 10, 32)
 		if err != nil {
-			return d.errf("bad memo index %q", l)
+			return d.errf("bad memo index %s", quote(l))
 		}
 		t, err := d.top()
 		if err != nil {
@@ -737,7 +766,7 @@ func (d *Decoder) step(op byte) error {
 		}
 		i, err := strconv.ParseUint(string(l), 10, 32)
 		if err != nil {
-			return d.errf("bad memo index %q", l)
+			return d.errf("bad memo index %s", quote(l))
 		}
 		return d.memoGet(i)
 
@@ -816,7 +845,7 @@ func (d *Decoder) textInt(l []byte, long bool) error {
 	}
 	x, ok := new(big.Int).SetString(s, 10)
 	if !ok {
-		return d.errf("bad integer %q", s)
+		return d.errf("bad integer %s", quote([]byte(s)))
 	}
 	d.push(d.vs.bigValue(x))
 	return nil
@@ -826,7 +855,7 @@ func (d *Decoder) textInt(l []byte, long bool) error {
 func unquotePyString(l []byte) (string, error) {
 	s := strings.TrimRight(string(l), " \r")
 	if len(s) < 2 || (s[0] != '\'' && s[0] != '"') || s[len(s)-1] != s[0] {
-		return "", fmt.Errorf("bad STRING argument %q", s)
+		return "", fmt.Errorf("bad STRING argument %s", quote(l))
 	}
 	s = s[1 : len(s)-1]
 	var b strings.Builder
