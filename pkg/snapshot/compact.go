@@ -89,6 +89,13 @@ type builder struct {
 
 	strs   []string
 	strIdx map[uint64]StrID // pickle string id -> StrID
+	// textIDs maps a pickle string id to its id in stacks.texts, so that a
+	// frame's name is hashed once per distinct string, not once per frame.
+	textIDs map[uint64]uint32
+	// blockTaken marks the blocks a segment took: each block dict is
+	// listed once (a block list shared by many segments, 2 bytes a
+	// reference, would be copied into each: quadratic memory).
+	blockTaken []bool
 
 	features Features
 	frameIDs []FrameID // scratch
@@ -97,7 +104,7 @@ type builder struct {
 }
 
 func newBuilder(vs *pickle.Values) *builder {
-	b := &builder{vs: vs, stacks: NewStacks(), strs: []string{""}, strIdx: map[uint64]StrID{}}
+	b := &builder{vs: vs, stacks: NewStacks(), strs: []string{""}, strIdx: map[uint64]StrID{}, textIDs: map[uint64]uint32{}}
 	maxID := uint64(0)
 	for i, name := range keyNames {
 		id := vs.Str(name).N
@@ -244,13 +251,29 @@ func (b *builder) internStr(k int) StrID {
 	return id
 }
 
+// textID returns the stacks.texts id of a frame's name or filename field,
+// hashing the text only the first time its pickle string is seen.
+func (b *builder) textID(k int) uint32 {
+	v := b.fields[k]
+	if !b.present[k] || (v.Kind != pickle.KindString && v.Kind != pickle.KindBytes) {
+		return b.stacks.textID("")
+	}
+	if id, ok := b.textIDs[v.N]; ok {
+		return id
+	}
+	id := b.stacks.textID(b.vs.Text(v))
+	b.textIDs[v.N] = id
+	return id
+}
+
 func (b *builder) frame() (pickle.Value, bool, error) {
 	line, err := b.int("stack frame", kLine)
 	if err != nil {
 		return pickle.None, false, err
 	}
 	f := Frame{Name: b.str(kName), Filename: b.str(kFilename), Line: line}
-	return pickle.Record(tagFrame, uint64(b.stacks.InternFrame(f))), true, nil
+	k := frameKey{name: b.textID(kName), file: b.textID(kFilename), line: line}
+	return pickle.Record(tagFrame, uint64(b.stacks.internFrame(k, f))), true, nil
 }
 
 func (b *builder) entry() (pickle.Value, bool, error) {
@@ -326,7 +349,7 @@ func (b *builder) block() (pickle.Value, bool, error) {
 	var err error
 	st, ok := parseState(b.str(kState))
 	if !ok {
-		return pickle.None, false, fmt.Errorf("%s: unknown state %q", what, b.str(kState))
+		return pickle.None, false, fmt.Errorf("%s: unknown state %s", what, quote(b.str(kState)))
 	}
 	bl.State = st
 	if bl.Size, err = b.int(what, kSize); err != nil {
@@ -362,6 +385,7 @@ func (b *builder) block() (pickle.Value, bool, error) {
 		}
 	}
 	b.blocks = append(b.blocks, bl)
+	b.blockTaken = append(b.blockTaken, false)
 	return pickle.Record(tagBlock, uint64(len(b.blocks)-1)), true, nil
 }
 
@@ -403,7 +427,7 @@ func (b *builder) segment() (pickle.Value, bool, error) {
 	case "large", "":
 		s.Pool = LargePool
 	default:
-		return pickle.None, false, fmt.Errorf("%s: unknown segment_type %q", what, t)
+		return pickle.None, false, fmt.Errorf("%s: unknown segment_type %s", what, quote(t))
 	}
 	if b.present[kSegmentPoolID] {
 		items := b.vs.Items(b.fields[kSegmentPoolID])
@@ -434,6 +458,10 @@ func (b *builder) segment() (pickle.Value, bool, error) {
 		if it.Kind != pickle.KindRecord || it.Tag != tagBlock {
 			return pickle.None, false, fmt.Errorf("%s: a block is not a {size, state, ...} dict", what)
 		}
+		if b.blockTaken[it.N] {
+			return pickle.None, false, fmt.Errorf("%s: a block dict is listed twice (PyTorch writes each block once)", what)
+		}
+		b.blockTaken[it.N] = true
 		p.blocks = append(p.blocks, uint32(it.N))
 	}
 	b.segments = append(b.segments, p)

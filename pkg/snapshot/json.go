@@ -14,6 +14,12 @@ import (
 // maxJSONDepth bounds nesting; snapshots nest six levels deep.
 const maxJSONDepth = 512
 
+// maxJSONNumberLen bounds the text of one number: math/big parses decimal
+// text in quadratic time (a million digits took seconds and gigabytes), and
+// an int64 or a float64 needs a few dozen characters (snapshot integers fit
+// in 20 digits; CPython's json writes at most 17 significant digits).
+const maxJSONNumberLen = 2048
+
 // readJSON reads the JSON form of a snapshot (what the newest web viewer and
 // Mosaic accept) into the same values and records a pickle decodes to, so
 // one assembler serves both.
@@ -85,6 +91,9 @@ func readJSON(r io.Reader, vs *pickle.Values, c pickle.Compactor) (pickle.Value,
 }
 
 func jsonNumber(vs *pickle.Values, s string) (pickle.Value, error) {
+	if len(s) > maxJSONNumberLen {
+		return pickle.None, fmt.Errorf("JSON number of %d characters is over the %d-character limit", len(s), maxJSONNumberLen)
+	}
 	if i, err := strconv.ParseInt(s, 10, 64); err == nil {
 		return pickle.Int(i), nil
 	}
@@ -93,7 +102,7 @@ func jsonNumber(vs *pickle.Values, s string) (pickle.Value, error) {
 	}
 	f, err := strconv.ParseFloat(s, 64)
 	if err != nil {
-		return pickle.None, fmt.Errorf("bad JSON number %q", s)
+		return pickle.None, fmt.Errorf("bad JSON number %s", quote(s))
 	}
 	return pickle.Float(f), nil
 }

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -29,9 +30,15 @@ func (e *InputError) Unwrap() error { return e.Err }
 // memory snapshot.
 var ErrNotSnapshot = errors.New("not a memory snapshot")
 
-// maxGzipRatio bounds how much a gzip file may expand, so a compression bomb
-// cannot exhaust memory; real snapshot pickles compress far less.
-const maxGzipRatio = 200
+// A gzip stream may expand to at most maxGzipRatio times the compressed
+// bytes read so far, plus gzipFloor, so that a compression bomb cannot make
+// the decoder (which may hold some 100 bytes per input byte) exhaust
+// memory. Real snapshots compress 5 to 40 times; the floor covers small
+// files and the start of a stream.
+const (
+	maxGzipRatio = 200
+	gzipFloor    = 4 << 20
+)
 
 // Load reads a snapshot file: a pickle (protocol 0-5), its gzip, or the JSON
 // form the newest web viewer reads. "-" reads standard input.
@@ -69,7 +76,9 @@ func Read(r io.Reader, size int64) (*Snapshot, error) {
 		bufSize = max(int(size), 16)
 	}
 	br := bufio.NewReaderSize(r, bufSize)
+	// head is copied: Peek's slice changes as the buffer refills.
 	head, err := br.Peek(4)
+	head = bytes.Clone(head)
 	if len(head) == 0 {
 		if err != nil && err != io.EOF {
 			return nil, err
@@ -79,19 +88,18 @@ func Read(r io.Reader, size int64) (*Snapshot, error) {
 	var features Features
 	var in io.Reader = br
 	if len(head) >= 2 && head[0] == 0x1f && head[1] == 0x8b {
-		zr, err := gzip.NewReader(br)
+		compressed := &countingReader{r: br}
+		zr, err := gzip.NewReader(compressed)
 		if err != nil {
 			return nil, fmt.Errorf("bad gzip data: %v", err)
 		}
-		limit := int64(1 << 30)
-		if size > 0 && size*maxGzipRatio > limit {
-			limit = size * maxGzipRatio
-		}
-		in = &limitReader{r: zr, left: limit}
+		in = &limitReader{r: zr, in: compressed}
 		features.Gzip = true
 		br = bufio.NewReaderSize(in, 1<<20)
 		in = br
-		if head, err = br.Peek(4); len(head) == 0 {
+		head, err = br.Peek(4)
+		head = bytes.Clone(head)
+		if len(head) == 0 {
 			if err != nil && err != io.EOF {
 				return nil, fmt.Errorf("bad gzip data: %v", err)
 			}
@@ -145,6 +153,9 @@ func explainPickleError(err error, head []byte) error {
 	if errors.As(err, &pe) && errors.Is(err, pickle.ErrRefused) && (pe.Op == "GLOBAL" || pe.Op == "STACK_GLOBAL") {
 		return fmt.Errorf("%w (a torch.save file or another Python object, not a memory snapshot)", err)
 	}
+	if errors.As(err, &pe) && pe.Err != nil && !errors.Is(err, pickle.ErrTruncated) && !errors.Is(err, pickle.ErrRefused) {
+		return err // the input could not be read (gzip, I/O): not a format question
+	}
 	if head[0] != 0x80 && looksLikeText(head) && !errors.Is(err, pickle.ErrTruncated) {
 		return fmt.Errorf("not a snapshot: looks like a text file, not a pickle (%v)", err)
 	}
@@ -163,20 +174,42 @@ func looksLikeText(b []byte) bool {
 	return true
 }
 
+// countingReader counts the compressed bytes gzip reads (it implements
+// io.ByteReader, so that gzip reads no further ahead than it needs).
+type countingReader struct {
+	r *bufio.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
+func (c *countingReader) ReadByte() (byte, error) {
+	b, err := c.r.ReadByte()
+	if err == nil {
+		c.n++
+	}
+	return b, err
+}
+
+// limitReader refuses gzip output past gzipFloor + maxGzipRatio times the
+// compressed bytes read so far; it checks before each read, so at most one
+// read's worth (1 MiB) more comes out.
 type limitReader struct {
-	r    io.Reader
-	left int64
+	r   io.Reader
+	in  *countingReader
+	out int64
 }
 
 func (l *limitReader) Read(p []byte) (int, error) {
-	if l.left <= 0 {
-		return 0, fmt.Errorf("gzip data expands to more than %d bytes (over %dx the file size); refusing a possible compression bomb", l.left, maxGzipRatio)
-	}
-	if int64(len(p)) > l.left {
-		p = p[:l.left]
+	if l.out > gzipFloor+maxGzipRatio*l.in.n {
+		return 0, fmt.Errorf("gzip data expands more than %dx (%d bytes from the first %d); refusing a possible compression bomb", maxGzipRatio, l.out, l.in.n)
 	}
 	n, err := l.r.Read(p)
-	l.left -= int64(n)
+	l.out += int64(n)
 	return n, err
 }
 
@@ -217,10 +250,18 @@ func (b *builder) assemble(top pickle.Value) (*Snapshot, error) {
 	if segList.Kind != pickle.KindList && segList.Kind != pickle.KindTuple {
 		return nil, fmt.Errorf("%w: \"segments\" is a %s, not a list", ErrNotSnapshot, segList.Kind)
 	}
+	// Each segment record is taken once: a file that lists one segment dict
+	// many times (memo references cost 2 bytes) would otherwise copy its
+	// blocks once per reference, quadratic memory for linear input.
+	taken := make([]bool, len(b.segments))
 	for i, it := range vs.Items(segList) {
 		if it.Kind != pickle.KindRecord || it.Tag != tagSegment {
 			return nil, fmt.Errorf("%w: segments[%d] is not a segment dict (with \"blocks\")", ErrNotSnapshot, i)
 		}
+		if taken[it.N] {
+			return nil, fmt.Errorf("%w: segments[%d] repeats a segment dict listed before (PyTorch writes each segment once)", ErrNotSnapshot, i)
+		}
+		taken[it.N] = true
 		s.Segments = append(s.Segments, b.finishSegment(&b.segments[it.N], &s.Warnings))
 	}
 	s.Strings = b.strs
@@ -258,7 +299,7 @@ func keyList(vs *pickle.Values, dict pickle.Value) string {
 	items := vs.Items(dict)
 	var keys []string
 	for i := 0; i+1 < len(items) && len(keys) < 8; i += 2 {
-		keys = append(keys, fmt.Sprintf("%q", vs.Text(items[i])))
+		keys = append(keys, quote(vs.Text(items[i])))
 	}
 	if len(keys) == 0 {
 		return "(none)"
@@ -323,11 +364,18 @@ func (b *builder) traces(s *Snapshot, v pickle.Value) error {
 	if v.Kind != pickle.KindList && v.Kind != pickle.KindTuple {
 		return fmt.Errorf("%w: \"device_traces\" is a %s, not a list", ErrNotSnapshot, v.Kind)
 	}
+	// A device's list is taken once: listing one trace as many devices'
+	// (2-byte memo references) would copy it once per reference.
+	taken := map[uint64]int{}
 	for d, dev := range vs.Items(v) {
 		if dev.Kind != pickle.KindList && dev.Kind != pickle.KindTuple {
 			return fmt.Errorf("%w: device_traces[%d] is a %s, not a list", ErrNotSnapshot, d, dev.Kind)
 		}
 		items := vs.Items(dev)
+		if first, ok := taken[dev.N]; ok && len(items) > 0 {
+			return fmt.Errorf("%w: device_traces[%d] is the same list as device_traces[%d] (PyTorch writes one list per device)", ErrNotSnapshot, d, first)
+		}
+		taken[dev.N] = d
 		trace := make([]TraceEntry, len(items))
 		for i, it := range items {
 			if it.Kind != pickle.KindRecord || it.Tag != tagEntry {
@@ -343,7 +391,15 @@ func (b *builder) traces(s *Snapshot, v pickle.Value) error {
 func settings(vs *pickle.Values, d pickle.Value) *AllocatorSettings {
 	st := &AllocatorSettings{MaxSplitSize: -1}
 	items := vs.Items(d)
+	// A key is read once (the first time, as pickle.Values.Get does): a
+	// repeated key with a large value would otherwise cost the value's
+	// size once per 4-byte repetition.
+	seen := map[pickle.Value]bool{}
 	for i := 0; i+1 < len(items); i += 2 {
+		if seen[items[i]] {
+			continue
+		}
+		seen[items[i]] = true
 		key := vs.Text(items[i])
 		val := items[i+1]
 		switch key {
@@ -368,7 +424,11 @@ func settings(vs *pickle.Values, d pickle.Value) *AllocatorSettings {
 			rd := vs.Items(val)
 			for j := 0; j+1 < len(rd); j += 2 {
 				var mib int64
-				if _, err := fmt.Sscan(vs.Text(rd[j]), &mib); err != nil || mib <= 0 {
+				// Keys are small numbers; a long one is not parsed (its
+				// text may be shared by every key, megabytes each).
+				if t := vs.Text(rd[j]); len(t) > 20 {
+					continue
+				} else if _, err := fmt.Sscan(t, &mib); err != nil || mib <= 0 {
 					continue
 				}
 				idx := 0
@@ -399,7 +459,11 @@ func display(vs *pickle.Values, v pickle.Value) string {
 	case pickle.KindInt:
 		return fmt.Sprint(int64(v.N))
 	case pickle.KindBigInt:
-		return vs.BigInt(v).String()
+		b := vs.BigInt(v)
+		if b.BitLen() > 256 {
+			return fmt.Sprintf("<%d-bit int>", b.BitLen()) // up to 8192 bits
+		}
+		return b.String()
 	case pickle.KindFloat:
 		f, _ := v.AsFloat()
 		return fmt.Sprint(f)
@@ -411,8 +475,15 @@ func display(vs *pickle.Values, v pickle.Value) string {
 
 func annotations(vs *pickle.Values, v pickle.Value) []Annotation {
 	var out []Annotation
+	// One dict listed many times is read once: reading it scans all its
+	// items, and a reference costs 1 byte.
+	done := map[uint64]Annotation{}
 	for _, it := range vs.Items(v) {
 		if it.Kind != pickle.KindDict {
+			continue
+		}
+		if a, ok := done[it.N]; ok {
+			out = append(out, a)
 			continue
 		}
 		var a Annotation
@@ -429,8 +500,19 @@ func annotations(vs *pickle.Values, v pickle.Value) []Annotation {
 		if x, ok := vs.Get(it, "stage"); ok {
 			a.Stage = vs.Text(x)
 		}
+		done[it.N] = a
 		out = append(out, a)
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].TimeUS < out[j].TimeUS })
 	return out
+}
+
+// quote returns file text for an error message: quoted and cut to its first
+// bytes, so that a message stays one short line however long the text is.
+func quote(s string) string {
+	const keep = 32
+	if len(s) <= keep {
+		return strconv.Quote(s)
+	}
+	return fmt.Sprintf("%s... (%d bytes)", strconv.Quote(s[:keep]), len(s))
 }

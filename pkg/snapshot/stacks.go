@@ -26,8 +26,13 @@ const NoStack StackID = 0
 // Stacks interns frames and stacks. Frames are innermost first, as PyTorch
 // stores them (frame 0 is the allocation site).
 type Stacks struct {
-	frames   []Frame
-	frameIdx map[Frame]FrameID
+	frames []Frame
+	// frameIdx finds a frame by the ids of its name and filename in texts,
+	// and its line, so that interning a frame hashes no string: a file may
+	// give a million frames one name of megabytes, each frame costing a few
+	// bytes of input (hashing the name per frame was quadratic time).
+	frameIdx map[frameKey]FrameID
+	texts    map[string]uint32
 	// stack i is data[offs[i]:offs[i+1]]; stack 0 is empty.
 	offs     []uint32
 	data     []FrameID
@@ -37,20 +42,43 @@ type Stacks struct {
 // NewStacks returns an empty table holding only the empty stack.
 func NewStacks() *Stacks {
 	return &Stacks{
-		frameIdx: make(map[Frame]FrameID),
+		frameIdx: make(map[frameKey]FrameID),
+		texts:    make(map[string]uint32),
 		offs:     []uint32{0, 0},
 		stackIdx: make(map[string]StackID),
 	}
 }
 
+// frameKey identifies a frame: its name's and filename's ids in
+// Stacks.texts, and its line.
+type frameKey struct {
+	name, file uint32
+	line       int64
+}
+
+// textID returns the id of a name or filename, adding it if it is new.
+func (s *Stacks) textID(t string) uint32 {
+	if id, ok := s.texts[t]; ok {
+		return id
+	}
+	id := uint32(len(s.texts))
+	s.texts[t] = id
+	return id
+}
+
 // InternFrame returns the id of f, adding it if it is new.
 func (s *Stacks) InternFrame(f Frame) FrameID {
-	if id, ok := s.frameIdx[f]; ok {
+	return s.internFrame(frameKey{s.textID(f.Name), s.textID(f.Filename), f.Line}, f)
+}
+
+// internFrame is InternFrame for a caller that has the text ids already.
+func (s *Stacks) internFrame(k frameKey, f Frame) FrameID {
+	if id, ok := s.frameIdx[k]; ok {
 		return id
 	}
 	id := FrameID(len(s.frames))
 	s.frames = append(s.frames, f)
-	s.frameIdx[f] = id
+	s.frameIdx[k] = id
 	return id
 }
 
