@@ -1,0 +1,339 @@
+// Package advise answers "which PYTORCH_CUDA_ALLOC_CONF should this run
+// use?": it replays a recorded trace through the allocator simulation
+// under candidate settings (expandable segments, max_split_size_mb values
+// chosen from the trace's sizes, garbage collection under a memory
+// fraction, rounding to power-of-two divisions, and combinations of the
+// best), ranks them, and says whether the run fits a given GPU.
+package advise
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"slices"
+	"sync"
+
+	"github.com/memstat/memstat/pkg/allocator"
+	"github.com/memstat/memstat/pkg/snapshot"
+)
+
+// Options configure Advise.
+type Options struct {
+	Device int
+	// Version is the PyTorch release whose allocator rules apply; 0
+	// guesses it from the file.
+	Version allocator.Version
+	// DeviceMemory is the GPU memory every setting is replayed with; 0
+	// uses the recorded one (derived from the trace's oom entry), or
+	// unlimited without one.
+	DeviceMemory int64
+	// Jobs bounds how many replays run at once; 0 means GOMAXPROCS.
+	Jobs int
+}
+
+// Result is one setting's replay.
+type Result struct {
+	Setting
+	// OOMs counts the requests that ran out of memory in the replay;
+	// FirstOOM is the trace entry of the first (-1: none) and
+	// FirstOOMSize its request size.
+	OOMs         int   `json:"ooms"`
+	FirstOOM     int   `json:"first_oom_entry"`
+	FirstOOMSize int64 `json:"first_oom_request"`
+	// AllocatedAtFirstOOM is the memory tensors held when the first OOM
+	// happened.
+	AllocatedAtFirstOOM int64   `json:"allocated_at_first_oom"`
+	PeakReserved        int64   `json:"peak_reserved"`
+	PeakAllocated       int64   `json:"peak_allocated"`
+	PeakRequested       int64   `json:"peak_requested"`
+	Fragmentation       float64 `json:"fragmentation_at_peak_reserved"`
+	SegmentsCreated     int64   `json:"segments_created"`
+	AllocRetries        int64   `json:"alloc_retries"`
+	// Rank is the position in the ranking, 1 = best.
+	Rank int `json:"rank"`
+}
+
+// Advice is what Advise found for one device.
+type Advice struct {
+	Device         int    `json:"device"`
+	TorchVersion   string `json:"torch_version"`
+	RecordedConf   string `json:"recorded_alloc_conf"`
+	DeviceMemory   int64  `json:"device_memory"`
+	DeviceMemoryBy string `json:"device_memory_source"`
+	// Coverage says what the trace covers (complete, partial).
+	Coverage string `json:"coverage"`
+	Entries  int    `json:"entries"`
+	// RecordedOOMs are the oom entries of the trace; RecordedOOMAt the
+	// first one's index (-1: none).
+	RecordedOOMs  int   `json:"recorded_ooms"`
+	RecordedOOMAt int   `json:"recorded_oom_entry"`
+	Sizes         Sizes `json:"sizes"`
+	// Baseline is the recorded settings replayed by the simulator alone,
+	// the fair comparison for every other setting.
+	Baseline Result `json:"baseline"`
+	// Ranked are every setting tried, the baseline included, best first.
+	Ranked []Result `json:"ranked"`
+	// Best is the best setting when it beats the baseline (fewer OOMs, or
+	// as many and less peak reserved memory); nil when the recorded
+	// settings are as good as anything tried.
+	Best *Result `json:"best"`
+	// Simpler is a setting with fewer changes than Best, as good on OOMs,
+	// within 1% of its peak reserved memory (nil if none): worth knowing
+	// before changing more knobs than needed.
+	Simpler *Result `json:"simpler"`
+	// Skipped are settings not tried, with why.
+	Skipped []string `json:"skipped"`
+}
+
+// ErrNoTrace is returned for a device without a trace: there is nothing to
+// replay.
+var ErrNoTrace = errors.New("no trace to replay (record one with torch.cuda.memory._record_memory_history())")
+
+// Advise replays device o.Device of s under the candidate settings.
+func Advise(s *snapshot.Snapshot, o Options) (*Advice, error) {
+	trace := s.Trace(o.Device)
+	if len(trace) == 0 {
+		return nil, ErrNoTrace
+	}
+	v := o.Version
+	if v == 0 {
+		v = allocator.GuessVersion(s)
+	}
+	// What cannot be used of the recorded settings is left at the
+	// defaults; `memstat replay` reports it.
+	recorded, _ := allocator.ConfigFromSettings(s.Settings, v)
+	base, err := makeSetting(recorded, nil)
+	if err != nil {
+		return nil, fmt.Errorf("recorded settings: %w", err)
+	}
+	adv := &Advice{Device: o.Device, TorchVersion: v.String(), RecordedConf: base.Conf, Entries: len(trace), RecordedOOMAt: -1}
+	for i, e := range trace {
+		if e.Action == snapshot.ActionOOM {
+			if adv.RecordedOOMs == 0 {
+				adv.RecordedOOMAt = i
+			}
+			adv.RecordedOOMs++
+		}
+	}
+	adv.Sizes = sizesOf(trace, recorded)
+
+	// The baseline first: it fixes the device memory the others get.
+	baseRun, err := replay(s, o, base, v)
+	if err != nil {
+		return nil, err
+	}
+	adv.Baseline = baseRun.Result
+	adv.DeviceMemory, adv.DeviceMemoryBy = baseRun.capacity, baseRun.capacitySource
+	adv.Coverage = baseRun.coverage
+
+	knobs, skipped := singleKnobs(v, adv.Sizes, adv.DeviceMemory)
+	adv.Skipped = skipped
+	seen := map[string]bool{base.Conf: true}
+	var singles []Setting
+	for _, k := range knobs {
+		st, err := makeSetting(recorded, []knob{k})
+		if err != nil {
+			adv.Skipped = append(adv.Skipped, fmt.Sprintf("%s: not valid for PyTorch %s: %v", k.text, v, err))
+			continue
+		}
+		if seen[st.Conf] {
+			continue
+		}
+		seen[st.Conf] = true
+		singles = append(singles, st)
+	}
+	results, err := replayAll(s, o, v, singles)
+	if err != nil {
+		return nil, err
+	}
+
+	// Round two: the best setting of each of the three leading families,
+	// in pairs and all together.
+	rankResults(results)
+	var leaders []knob
+	for _, r := range results {
+		f := r.Families[0]
+		if !slices.ContainsFunc(leaders, func(k knob) bool { return k.family == f }) && len(leaders) < 3 {
+			leaders = append(leaders, knob{f, r.Changes[0]})
+		}
+	}
+	var combos []Setting
+	for _, set := range combinations(leaders) {
+		st, err := makeSetting(recorded, set)
+		if err != nil || seen[st.Conf] {
+			continue
+		}
+		seen[st.Conf] = true
+		combos = append(combos, st)
+	}
+	more, err := replayAll(s, o, v, combos)
+	if err != nil {
+		return nil, err
+	}
+	all := append(append([]Result{adv.Baseline}, results...), more...)
+	rankResults(all)
+	for i := range all {
+		all[i].Rank = i + 1
+		if len(all[i].Changes) == 0 {
+			adv.Baseline.Rank = i + 1
+		}
+	}
+	adv.Ranked = all
+	if better(&all[0], &adv.Baseline) {
+		best := all[0]
+		adv.Best = &best
+		for _, r := range all[1:] {
+			if len(r.Changes) > 0 && len(r.Changes) < len(best.Changes) && r.OOMs == best.OOMs &&
+				better(&r, &adv.Baseline) && r.PeakReserved-best.PeakReserved <= best.PeakReserved/100 {
+				simpler := r
+				adv.Simpler = &simpler
+				break
+			}
+		}
+	}
+	return adv, nil
+}
+
+// combinations returns the pairs of knobs and, with three, all three.
+func combinations(ks []knob) [][]knob {
+	var out [][]knob
+	for i := range ks {
+		for j := i + 1; j < len(ks); j++ {
+			out = append(out, []knob{ks[i], ks[j]})
+		}
+	}
+	if len(ks) == 3 {
+		out = append(out, slices.Clone(ks))
+	}
+	return out
+}
+
+// better reports whether a beats b where it matters: fewer OOMs, or as
+// many and less peak reserved memory. Fragmentation alone is no reason to
+// change settings.
+func better(a, b *Result) bool {
+	if a.OOMs != b.OOMs {
+		return a.OOMs < b.OOMs
+	}
+	return a.PeakReserved < b.PeakReserved
+}
+
+// rankResults sorts best first: fewest OOMs (a run that fails is worse
+// than any that fits), then least peak reserved memory (what the GPU must
+// have), then least fragmentation at peak reserved, then fewest changed
+// knobs (simpler is better), then the setting's text.
+func rankResults(rs []Result) {
+	slices.SortStableFunc(rs, func(a, b Result) int {
+		switch {
+		case a.OOMs != b.OOMs:
+			return a.OOMs - b.OOMs
+		case a.PeakReserved != b.PeakReserved:
+			return cmpInt(a.PeakReserved, b.PeakReserved)
+		case a.Fragmentation != b.Fragmentation:
+			if a.Fragmentation < b.Fragmentation {
+				return -1
+			}
+			return 1
+		case len(a.Changes) != len(b.Changes):
+			return len(a.Changes) - len(b.Changes)
+		case a.Conf < b.Conf:
+			return -1
+		case a.Conf > b.Conf:
+			return 1
+		}
+		return 0
+	})
+}
+
+func cmpInt(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// run is one replay's result and what the replay decided about the
+// device.
+type run struct {
+	Result
+	capacity       int64
+	capacitySource string
+	coverage       string
+}
+
+// replay runs one setting in what-if mode. It shares nothing mutable with
+// other replays: the snapshot is only read.
+func replay(s *snapshot.Snapshot, o Options, st Setting, v allocator.Version) (*run, error) {
+	out := &run{Result: Result{Setting: st, FirstOOM: -1}}
+	var ooms int64
+	var trace []snapshot.TraceEntry
+	onEvent := func(i int, e snapshot.TraceEntry, a *allocator.Allocator) {
+		if out.FirstOOM >= 0 {
+			return
+		}
+		stats := a.Stats()
+		if stats.NumOOMs > ooms {
+			out.FirstOOM = i
+			out.FirstOOMSize = trace[i].Size
+			out.AllocatedAtFirstOOM = stats.AllocatedBytes[allocator.PoolAll].Current
+		}
+	}
+	cfg := st.cfg
+	r, err := allocator.NewReplay(s, allocator.ReplayOptions{
+		Device: o.Device, Version: v, Config: &cfg, Capacity: o.DeviceMemory, Mode: allocator.WhatIf, OnEvent: onEvent,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", st.Label(), err)
+	}
+	trace = r.Trace()
+	res, err := r.Run()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", st.Label(), err)
+	}
+	out.OOMs = res.OOMs.Simulated
+	out.PeakReserved = res.PeakReserved.Bytes
+	out.PeakAllocated = res.PeakAllocated.Bytes
+	out.PeakRequested = res.Stats.RequestedBytes[allocator.PoolAll].Peak
+	out.Fragmentation = res.FragmentationAtPeakReserved
+	out.SegmentsCreated = res.SegmentsCreated
+	out.AllocRetries = res.Stats.NumAllocRetries
+	out.capacity, out.capacitySource = res.Capacity, res.CapacitySource
+	out.coverage = res.History.Coverage
+	return out, nil
+}
+
+// replayAll replays the settings in parallel, at most o.Jobs at a time,
+// and returns their results in the settings' order.
+func replayAll(s *snapshot.Snapshot, o Options, v allocator.Version, settings []Setting) ([]Result, error) {
+	jobs := o.Jobs
+	if jobs <= 0 {
+		jobs = runtime.GOMAXPROCS(0)
+	}
+	out := make([]Result, len(settings))
+	errs := make([]error, len(settings))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range min(jobs, len(settings)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				r, err := replay(s, o, settings[i], v)
+				if err != nil {
+					errs[i] = err
+					continue
+				}
+				out[i] = r.Result
+			}
+		}()
+	}
+	for i := range settings {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return out, errors.Join(errs...)
+}

@@ -1,0 +1,192 @@
+package advise
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/memstat/memstat/pkg/allocator"
+	"github.com/memstat/memstat/pkg/report"
+)
+
+// RankingNote says how settings are ranked.
+const RankingNote = "ranking: fewest OOMs first (a run that fails is worse than any that fits), then least peak reserved memory (what the GPU must have), then least fragmentation at peak reserved, then fewest changes"
+
+// EnvLine is the line to put in the environment: PYTORCH_CUDA_ALLOC_CONF=...,
+// quoted for a shell when it needs to be.
+func EnvLine(conf string) string {
+	if conf == "" {
+		return "unset PYTORCH_CUDA_ALLOC_CONF (the defaults)"
+	}
+	for _, r := range conf {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("_:.,-", r)) {
+			return "PYTORCH_CUDA_ALLOC_CONF='" + conf + "'"
+		}
+	}
+	return "PYTORCH_CUDA_ALLOC_CONF=" + conf
+}
+
+// Verdict is the answer in a sentence.
+func (a *Advice) Verdict() string {
+	n := len(a.Ranked)
+	if a.Best == nil {
+		return fmt.Sprintf("keep the recorded settings: none of the %d other settings tried has fewer OOMs or less peak reserved memory", n-1)
+	}
+	b, base := a.Best, &a.Baseline
+	if b.OOMs < base.OOMs {
+		return fmt.Sprintf("use %s: %s instead of %s, peak reserved %s", b.Label(), ooms(b.OOMs), ooms(base.OOMs), report.Size(b.PeakReserved))
+	}
+	return fmt.Sprintf("use %s: peak reserved %s instead of %s (%s, %s)", b.Label(), report.Size(b.PeakReserved),
+		report.Size(base.PeakReserved), report.SignedSize(b.PeakReserved-base.PeakReserved),
+		signedPct(float64(b.PeakReserved-base.PeakReserved)/float64(base.PeakReserved)))
+}
+
+func signedPct(f float64) string { return fmt.Sprintf("%+.1f%%", 100*f) }
+
+func ooms(n int) string {
+	if n == 1 {
+		return "1 OOM"
+	}
+	return fmt.Sprintf("%d OOMs", n)
+}
+
+// oomAt describes a result's first OOM: "OOM at event 1117 (a 1.2 GiB
+// request with 20.5 GiB allocated)".
+func oomAt(r *Result) string {
+	return fmt.Sprintf("OOM at event %d (a %s request with %s allocated)", r.FirstOOM, report.Size(r.FirstOOMSize), report.Size(r.AllocatedAtFirstOOM))
+}
+
+// SimplerLine names a setting with fewer changes that comes within 1% of
+// the best one's peak reserved memory ("" when there is none).
+func (a *Advice) SimplerLine() string {
+	if a.Simpler == nil {
+		return ""
+	}
+	return fmt.Sprintf("simpler: %s alone gives peak reserved %s (%s more than the best)", a.Simpler.Label(),
+		report.Size(a.Simpler.PeakReserved), report.Size(a.Simpler.PeakReserved-a.Best.PeakReserved))
+}
+
+// firstFitting is the best-ranked setting without an OOM.
+func (a *Advice) firstFitting() *Result {
+	for i := range a.Ranked {
+		if a.Ranked[i].OOMs == 0 {
+			return &a.Ranked[i]
+		}
+	}
+	return nil
+}
+
+// MemoryAnswer says whether the run fits the device memory: the one given
+// (--device-memory), or the recorded one when the run ran out of it. It is
+// "" when the device memory is unknown and nothing ran out.
+func (a *Advice) MemoryAnswer() string {
+	base := &a.Baseline
+	fit := a.firstFitting()
+	mem := report.Size(a.DeviceMemory)
+	switch {
+	case a.DeviceMemory == 0:
+		return ""
+	case a.DeviceMemoryBy == "option":
+		switch {
+		case base.OOMs == 0 && (fit == nil || len(fit.Changes) == 0 || fit.PeakReserved >= base.PeakReserved):
+			return fmt.Sprintf("fits in %s with the recorded settings (peak reserved %s)", mem, report.Size(base.PeakReserved))
+		case base.OOMs == 0:
+			return fmt.Sprintf("fits in %s with the recorded settings (peak reserved %s), and with %s (peak reserved %s)",
+				mem, report.Size(base.PeakReserved), fit.Label(), report.Size(fit.PeakReserved))
+		case fit != nil:
+			return fmt.Sprintf("fits in %s with %s (peak reserved %s); does not fit with the recorded settings: %s",
+				mem, fit.Label(), report.Size(fit.PeakReserved), oomAt(base))
+		}
+		return fmt.Sprintf("does not fit in %s with any of the %d settings tried; with the recorded settings: %s. %s",
+			mem, len(a.Ranked), oomAt(base), a.shortfall())
+	case a.RecordedOOMs == 0:
+		return ""
+	}
+	s := fmt.Sprintf("the recorded run ran out of memory at event %d with %s of device memory", a.RecordedOOMAt, mem)
+	switch {
+	case base.OOMs == 0:
+		s += "; replayed by the simulator with the recorded settings it does not (the simulation differs from the recording here)"
+	default:
+		s += "; replayed with the recorded settings: " + oomAt(base)
+	}
+	switch {
+	case fit != nil && base.OOMs > 0:
+		return s + fmt.Sprintf(". With %s it does not run out of memory (peak reserved %s): that setting would have avoided the OOM", fit.Label(), report.Size(fit.PeakReserved))
+	case fit == nil:
+		return s + ". No setting tried avoids it: " + a.shortfall()
+	}
+	return s
+}
+
+// shortfall explains an OOM no setting avoids: whether the tensors alone
+// exceed the device, or cached memory does.
+func (a *Advice) shortfall() string {
+	base := &a.Baseline
+	need := base.AllocatedAtFirstOOM + base.FirstOOMSize
+	if need > a.DeviceMemory {
+		return fmt.Sprintf("at event %d tensors held %s and asked for %s more, %s in all, more than the %s of device memory; only using less memory (smaller batches, activation checkpointing, lower precision) avoids it",
+			base.FirstOOM, report.Size(base.AllocatedAtFirstOOM), report.Size(base.FirstOOMSize), report.Size(need), report.Size(a.DeviceMemory))
+	}
+	return fmt.Sprintf("at event %d tensors held %s and asked for %s more, %s in all, within the %s of device memory: the rest was cached memory that no setting tried could reuse",
+		base.FirstOOM, report.Size(base.AllocatedAtFirstOOM), report.Size(base.FirstOOMSize), report.Size(need), report.Size(a.DeviceMemory))
+}
+
+// Why explains, one sentence per changed knob, why the best setting helps,
+// with the figures behind it.
+func (a *Advice) Why() []string {
+	if a.Best == nil {
+		return nil
+	}
+	b, base := a.Best, &a.Baseline
+	var out []string
+	for i, fam := range b.Families {
+		change := b.Changes[i]
+		switch fam {
+		case Expandable:
+			out = append(out, fmt.Sprintf("expandable segments map memory page by page into one address range per stream that grows and shrinks, so blocks freed next to each other merge and larger requests reuse the space instead of needing new segments: the recorded settings created %d segments (cudaMalloc calls) and reserved %s at peak, %s of it unused by tensors; %s made %d map calls and reserved %s, %s unused",
+				base.SegmentsCreated, report.Size(base.PeakReserved), report.Percent(base.Fragmentation),
+				b.Label(), b.SegmentsCreated, report.Size(b.PeakReserved), report.Percent(b.Fragmentation)))
+		case MaxSplit:
+			var mb int64
+			fmt.Sscanf(change, "max_split_size_mb:%d", &mb)
+			out = append(out, fmt.Sprintf("blocks of %d MiB or more are never split, so smaller requests no longer carve up the cached blocks the largest tensors need, and those blocks are released first when cudaMalloc fails; requests of %d MiB or more hold %s of the large-request bytes in this trace",
+				mb, mb, report.Percent(a.Sizes.shareAtLeast(mb*allocator.MiB))))
+		case Roundup:
+			d := strings.TrimPrefix(change, "roundup_power2_divisions:")
+			out = append(out, fmt.Sprintf("requests are rounded up to one of %s steps between powers of two, so tensors whose sizes vary a little (variable-length batches) fit each other's cached blocks; rounding can cost allocated memory (peak allocated %s here, %s with the recorded settings)",
+				d, report.Size(b.PeakAllocated), report.Size(base.PeakAllocated)))
+		case GC:
+			var t float64
+			fmt.Sscanf(change, "garbage_collection_threshold:%g", &t)
+			out = append(out, fmt.Sprintf("under a memory fraction of %s, once reserved memory passes %s of the allowed memory the allocator frees cached segments that have not been reused lately before asking the GPU for more, instead of growing the cache",
+				gcFraction, report.Percent(t)))
+		}
+	}
+	if d := b.PeakAllocated - base.PeakAllocated; d != 0 {
+		note := fmt.Sprintf("peak allocated differs by %s", report.SignedSize(d))
+		switch {
+		case b.OOMs != base.OOMs:
+			note += fmt.Sprintf(": requests that ran out of memory (%d with the recorded settings, %d with %s) were never served, nor was what they would have held", base.OOMs, b.OOMs, b.Label())
+		case b.PeakRequested == base.PeakRequested:
+			note += fmt.Sprintf(" although the requests are the same (peak requested %s): allocated memory counts whole blocks, and rounding and block remainders too small to split change them", report.Size(b.PeakRequested))
+		default:
+			note += ": allocated memory counts whole blocks, and rounding and block remainders too small to split change them"
+		}
+		out = append(out, note)
+	}
+	return out
+}
+
+// shareAtLeast is the share of the large-request bytes in requests of at
+// least n bytes.
+func (s Sizes) shareAtLeast(n int64) float64 {
+	if s.LargeBytes == 0 {
+		return 0
+	}
+	var sum int64
+	for _, r := range s.large {
+		if r >= n {
+			sum += r
+		}
+	}
+	return float64(sum) / float64(s.LargeBytes)
+}
