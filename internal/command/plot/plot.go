@@ -1,0 +1,148 @@
+// Package plot is `memstat plot`: a picture of a device's memory over the
+// time of its trace.
+package plot
+
+import (
+	"fmt"
+	"io"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"github.com/memstat/memstat/internal/atomicfile"
+	"github.com/memstat/memstat/internal/command"
+	"github.com/memstat/memstat/internal/iostreams"
+	"github.com/memstat/memstat/pkg/report"
+	rplot "github.com/memstat/memstat/pkg/report/plot"
+	"github.com/memstat/memstat/pkg/snapshot"
+	"github.com/memstat/memstat/pkg/timeline"
+)
+
+// Options are `memstat plot`'s inputs.
+type Options struct {
+	IO       *iostreams.IOStreams
+	File     string
+	Output   string
+	Device   int
+	Pools    bool
+	From, To string
+
+	format   rplot.Format
+	from, to timeline.Bound
+}
+
+// NewCmdPlot returns the plot command. runF replaces runPlot in tests of
+// flag parsing.
+func NewCmdPlot(f *command.Factory, runF func(*Options) error) *cobra.Command {
+	opts := &Options{IO: f.IO}
+	cmd := &cobra.Command{
+		Use:   "plot FILE -o OUT.svg|OUT.png [--device N] [--pools] [--from X] [--to Y]",
+		Short: "Draw memory over time: allocated, active and reserved, the peak, OOMs and phases",
+		Long: `Draw a device's memory over the time of its trace: allocated (what tensors
+hold), active (allocated plus blocks freed but still waiting for other
+streams) and reserved (what the caching allocator obtained from CUDA), with
+the peak of allocated memory and every out-of-memory error marked, and the
+phases the program annotated (record_function START/END pairs in
+external_annotations) shaded.
+
+The figures come from replaying the trace through memstat's allocator model,
+following the recorded decisions, so they are the values
+torch.cuda.memory_stats() had after each event. Long traces are reduced to a
+few thousand points, keeping the lowest and highest value of each stretch,
+so spikes stay visible.
+
+The X axis is seconds since the first trace entry when the file records
+time_us (PyTorch 2.2+), the trace entry index otherwise. --from and --to
+limit the picture to part of the trace: a trace entry index (1200) or a time
+since the first entry (1.5s, 250ms). The Y axis is in GiB (MiB for small
+runs). The picture format comes from the -o file name: .svg or .png.`,
+		Example: `  memstat plot snapshot.pickle -o memory.png
+  memstat plot snapshot.pickle -o memory.svg --pools
+  memstat plot snapshot.pickle -o step.png --from 0.8s --to 1.2s`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return command.FlagErrorf("want one snapshot: memstat plot FILE -o OUT.svg|OUT.png")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.File = args[0]
+			if opts.Output == "" {
+				return command.FlagErrorf("-o OUT.svg or -o OUT.png is required")
+			}
+			var err error
+			if opts.format, err = rplot.FormatOf(opts.Output); err != nil {
+				return command.FlagErrorf("-o %v", err)
+			}
+			if opts.from, err = timeline.ParseBound(opts.From); err != nil {
+				return command.FlagErrorf("--from: %v", err)
+			}
+			if opts.to, err = timeline.ParseBound(opts.To); err != nil {
+				return command.FlagErrorf("--to: %v", err)
+			}
+			if runF != nil {
+				return runF(opts)
+			}
+			return runPlot(opts)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVarP(&opts.Output, "output", "o", "", "picture to write: a .svg or .png file")
+	fl.IntVar(&opts.Device, "device", -1, "device to draw (default: the first with a trace)")
+	fl.BoolVar(&opts.Pools, "pools", false, "also draw allocated and reserved memory per pool (small, large)")
+	fl.StringVar(&opts.From, "from", "", "start at this trace entry index (1200) or time since the first entry (1.5s)")
+	fl.StringVar(&opts.To, "to", "", "end at this trace entry index or time since the first entry")
+	return cmd
+}
+
+func runPlot(opts *Options) error {
+	snap, err := snapshot.Load(opts.File)
+	if err != nil {
+		return err
+	}
+	for _, w := range snap.Warnings {
+		fmt.Fprintf(opts.IO.ErrOut, "memstat: %s: warning: %s\n", opts.File, w)
+	}
+	device, err := command.TraceDevice(snap, opts.File, opts.Device)
+	if err != nil {
+		return err
+	}
+	tl, err := timeline.Build(snap, timeline.Options{Device: device, Pools: opts.Pools, From: opts.from, To: opts.to})
+	if err != nil {
+		return fmt.Errorf("%s: %w", opts.File, err)
+	}
+	for _, n := range tl.Notes {
+		fmt.Fprintf(opts.IO.ErrOut, "memstat: %s: %s\n", opts.File, n)
+	}
+	title := fmt.Sprintf("%s, device %d", filepath.Base(opts.File), device)
+	if err := atomicfile.Write(opts.Output, func(w io.Writer) error {
+		return rplot.Write(w, tl, opts.format, rplot.Options{Title: title})
+	}); err != nil {
+		return err
+	}
+	fmt.Fprintf(opts.IO.Out, "%s: %s\n", opts.Output, Summary(tl))
+	return nil
+}
+
+// Summary says in a line what a timeline shows.
+func Summary(tl *timeline.Timeline) string {
+	s := fmt.Sprintf("device %d, trace entries %d to %d of %d", tl.Device, tl.From, tl.To, tl.Entries)
+	if tl.Peak.Index >= 0 {
+		s += fmt.Sprintf(", peak allocated %s at entry %d", report.Size(tl.Peak.Bytes), tl.Peak.Index)
+		if tl.TimeBased {
+			s += fmt.Sprintf(" (%.3f s)", tl.Peak.X)
+		}
+	}
+	s += fmt.Sprintf(", peak reserved %s", report.Size(tl.PeakReserved.Bytes))
+	switch n := len(tl.OOMs); n {
+	case 0:
+	case 1:
+		s += ", 1 out-of-memory error"
+	default:
+		s += fmt.Sprintf(", %d out-of-memory errors", n)
+	}
+	if n := len(tl.Phases); n > 0 {
+		s += fmt.Sprintf(", %d annotated phases", n)
+	}
+	return s
+}

@@ -1,0 +1,339 @@
+// Package plot draws a timeline (pkg/timeline) as a picture with gonum's
+// plotting library: allocated, active and reserved memory over time, the
+// peak and every out-of-memory error marked, annotated phases shaded, a
+// legend and a grid. SVG and PNG.
+package plot
+
+import (
+	"fmt"
+	"image/color"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+
+	gplot "gonum.org/v1/plot"
+	"gonum.org/v1/plot/font"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+
+	"github.com/memstat/memstat/pkg/report"
+	"github.com/memstat/memstat/pkg/timeline"
+)
+
+// Format is a picture format.
+type Format string
+
+// Picture formats.
+const (
+	SVG Format = "svg"
+	PNG Format = "png"
+)
+
+// FormatOf returns the format a file name asks for by its extension.
+func FormatOf(name string) (Format, error) {
+	lower := strings.ToLower(name)
+	switch {
+	case strings.HasSuffix(lower, ".svg"):
+		return SVG, nil
+	case strings.HasSuffix(lower, ".png"):
+		return PNG, nil
+	}
+	return "", fmt.Errorf("%s: the picture format comes from the file name; use .svg or .png", name)
+}
+
+// Options style a picture.
+type Options struct {
+	// Title is the picture's title (the file name and device, say).
+	Title string
+	// Width and Height; 0 gives 11 x 4.5 inches (1056 x 432 pixels in
+	// PNG).
+	Width, Height vg.Length
+}
+
+var (
+	colAllocated = color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff}
+	colActive    = color.RGBA{R: 0xff, G: 0x7f, B: 0x0e, A: 0xff}
+	colReserved  = color.RGBA{R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff}
+	colPeak      = color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 0xff}
+	colOOM       = color.RGBA{R: 0x8b, G: 0x00, B: 0x00, A: 0xff}
+	colPhase     = color.NRGBA{R: 0xff, G: 0xc8, B: 0x00, A: 0x38}
+	colPool      = map[string]color.Color{
+		"allocated_large": color.RGBA{R: 0x94, G: 0x67, B: 0xbd, A: 0xff},
+		"allocated_small": color.RGBA{R: 0x8c, G: 0x56, B: 0x4b, A: 0xff},
+		"reserved_large":  color.RGBA{R: 0x17, G: 0xbe, B: 0xcf, A: 0xff},
+		"reserved_small":  color.RGBA{R: 0xbc, G: 0xbd, B: 0x22, A: 0xff},
+	}
+	sans = font.Font{Typeface: "Liberation", Variant: "Sans"}
+)
+
+// unit picks the byte unit of the Y axis: GiB from 1 GiB up, MiB below
+// (KiB for very small runs).
+func unit(max int64) (string, float64) {
+	switch {
+	case max >= 1<<30:
+		return "GiB", 1 << 30
+	case max >= 1<<20:
+		return "MiB", 1 << 20
+	}
+	return "KiB", 1 << 10
+}
+
+// Build lays out the picture of a timeline.
+func Build(t *timeline.Timeline, o Options) (*gplot.Plot, error) {
+	p := gplot.New()
+	setFonts(p)
+	p.Title.Text = o.Title
+	p.X.Label.Text = t.XLabel()
+	p.Legend.Top, p.Legend.Left = true, true
+	p.Legend.XOffs = vg.Points(8)
+	p.Legend.YOffs = -vg.Points(4)
+	p.Legend.ThumbnailWidth = vg.Points(24)
+	p.Legend.Padding = vg.Points(2)
+
+	var max int64
+	for _, s := range t.Series {
+		for _, pt := range s.Points {
+			if pt.Bytes > max {
+				max = pt.Bytes
+			}
+		}
+	}
+	name, scale := unit(max)
+	p.Y.Label.Text = "memory (" + name + ")"
+	yTop := float64(max) / scale
+	// Headroom for the legend and the peak label above the lines.
+	p.Y.Min, p.Y.Max = 0, yTop*1.35
+	if p.Y.Max == 0 {
+		p.Y.Max = 1
+	}
+	xLo, xHi := 0.0, 1.0
+	if s := t.Find("allocated"); s != nil && len(s.Points) > 0 {
+		xLo, xHi = s.Points[0].X, s.Points[len(s.Points)-1].X
+	}
+	if xHi <= xLo {
+		xHi = xLo + 1
+	}
+	p.X.Min, p.X.Max = xLo, xHi
+	p.X.Tick.Marker = ticker{}
+	p.Y.Tick.Marker = ticker{}
+
+	grid := plotter.NewGrid()
+	grid.Vertical.Color = color.Gray{Y: 0xdd}
+	grid.Horizontal.Color = color.Gray{Y: 0xdd}
+	p.Add(grid)
+
+	// Phases first, under the lines.
+	if len(t.Phases) > 0 {
+		for i, ph := range t.Phases {
+			poly, err := plotter.NewPolygon(plotter.XYs{
+				{X: ph.Start, Y: 0}, {X: ph.End, Y: 0}, {X: ph.End, Y: p.Y.Max}, {X: ph.Start, Y: p.Y.Max},
+			})
+			if err != nil {
+				return nil, err
+			}
+			poly.Color = colPhase
+			poly.LineStyle.Width = 0
+			poly.LineStyle.Color = color.Transparent
+			p.Add(poly)
+			if i == 0 {
+				p.Legend.Add("annotated phase", poly)
+			}
+		}
+		if len(t.Phases) <= 8 {
+			for _, ph := range t.Phases {
+				// Name each span at its left edge, or its right edge when it
+				// starts close to the end of the axis.
+				at, align, dx := ph.Start, draw.XLeft, vg.Points(2)
+				if ph.Start > xLo+0.8*(xHi-xLo) {
+					at, align, dx = ph.End, draw.XRight, -vg.Points(2)
+				}
+				l, err := plotter.NewLabels(plotter.XYLabels{XYs: plotter.XYs{{X: at, Y: p.Y.Max}}, Labels: []string{shortName(ph.Name)}})
+				if err != nil {
+					return nil, err
+				}
+				l.TextStyle[0].Font = font.From(sans, 8)
+				l.TextStyle[0].Color = color.Gray{Y: 0x55}
+				l.TextStyle[0].XAlign = align
+				l.TextStyle[0].YAlign = draw.YTop
+				l.Offset = vg.Point{X: dx, Y: -vg.Points(2)}
+				p.Add(l)
+			}
+		}
+	}
+
+	for _, s := range t.Series {
+		xys := make(plotter.XYs, len(s.Points))
+		for i, pt := range s.Points {
+			xys[i] = plotter.XY{X: pt.X, Y: float64(pt.Bytes) / scale}
+		}
+		line, err := plotter.NewLine(xys)
+		if err != nil {
+			return nil, err
+		}
+		switch s.Key {
+		case "allocated":
+			line.Color, line.Width = colAllocated, vg.Points(1.6)
+		case "active":
+			line.Color, line.Width = colActive, vg.Points(1)
+			line.Dashes = []vg.Length{vg.Points(4), vg.Points(2)}
+		case "reserved":
+			line.Color, line.Width = colReserved, vg.Points(1.6)
+		default:
+			line.Color, line.Width = colPool[s.Key], vg.Points(0.9)
+			line.Dashes = []vg.Length{vg.Points(2), vg.Points(2)}
+		}
+		p.Add(line)
+		p.Legend.Add(s.Name, line)
+	}
+
+	if t.Peak.Index >= 0 {
+		pk, err := plotter.NewScatter(plotter.XYs{{X: t.Peak.X, Y: float64(t.Peak.Bytes) / scale}})
+		if err != nil {
+			return nil, err
+		}
+		pk.GlyphStyle = draw.GlyphStyle{Color: colPeak, Radius: vg.Points(4), Shape: draw.CircleGlyph{}}
+		p.Add(pk)
+		p.Legend.Add("peak allocated "+report.Size(t.Peak.Bytes), pk)
+		l, err := plotter.NewLabels(plotter.XYLabels{
+			XYs:    plotter.XYs{{X: t.Peak.X, Y: float64(t.Peak.Bytes) / scale}},
+			Labels: []string{"peak " + report.Size(t.Peak.Bytes)},
+		})
+		if err != nil {
+			return nil, err
+		}
+		l.TextStyle[0].Font = font.From(sans, 9)
+		l.TextStyle[0].Color = colPeak
+		l.TextStyle[0].XAlign = draw.XCenter
+		l.Offset = vg.Point{Y: vg.Points(7)}
+		p.Add(l)
+	}
+
+	if len(t.OOMs) > 0 {
+		xys := make(plotter.XYs, len(t.OOMs))
+		for i, m := range t.OOMs {
+			xys[i] = plotter.XY{X: m.X, Y: float64(m.Bytes) / scale}
+			rule, err := plotter.NewLine(plotter.XYs{{X: m.X, Y: 0}, {X: m.X, Y: p.Y.Max}})
+			if err != nil {
+				return nil, err
+			}
+			rule.Color, rule.Width = colOOM, vg.Points(0.8)
+			rule.Dashes = []vg.Length{vg.Points(3), vg.Points(3)}
+			p.Add(rule)
+		}
+		sc, err := plotter.NewScatter(xys)
+		if err != nil {
+			return nil, err
+		}
+		sc.GlyphStyle = draw.GlyphStyle{Color: colOOM, Radius: vg.Points(5), Shape: draw.CrossGlyph{}}
+		p.Add(sc)
+		label := "out of memory"
+		if len(t.OOMs) > 1 {
+			label = fmt.Sprintf("out of memory (%d)", len(t.OOMs))
+		}
+		p.Legend.Add(label, sc)
+		if len(t.OOMs) <= 5 {
+			labels := make([]string, len(t.OOMs))
+			for i, m := range t.OOMs {
+				labels[i] = "OOM: " + report.Size(m.Requested) + " requested, " + report.Size(m.DeviceFree) + " free"
+			}
+			// Beside each OOM's rule, below the phase names.
+			for i, m := range t.OOMs {
+				l, err := plotter.NewLabels(plotter.XYLabels{XYs: plotter.XYs{{X: m.X, Y: p.Y.Max * 0.93}}, Labels: labels[i : i+1]})
+				if err != nil {
+					return nil, err
+				}
+				l.TextStyle[0].Font = font.From(sans, 8)
+				l.TextStyle[0].Color = colOOM
+				l.TextStyle[0].XAlign = draw.XLeft
+				l.Offset = vg.Point{X: vg.Points(3)}
+				if m.X > xLo+0.6*(xHi-xLo) {
+					l.TextStyle[0].XAlign = draw.XRight
+					l.Offset.X = -vg.Points(3)
+				}
+				p.Add(l)
+			}
+		}
+	}
+	return p, nil
+}
+
+func setFonts(p *gplot.Plot) {
+	p.Title.TextStyle.Font = font.From(sans, 13)
+	p.Title.Padding = vg.Points(10)
+	for _, ax := range []*gplot.Axis{&p.X, &p.Y} {
+		ax.Label.TextStyle.Font = font.From(sans, 11)
+		ax.Tick.Label.Font = font.From(sans, 9)
+	}
+	p.Legend.TextStyle.Font = font.From(sans, 9)
+}
+
+// shortName trims a record_function name ("Optimizer.step#AdamW.step")
+// to what fits over a shaded span.
+func shortName(s string) string {
+	if i := strings.IndexByte(s, '#'); i > 0 {
+		s = s[i+1:]
+	}
+	if len(s) > 28 {
+		s = s[:27] + "…"
+	}
+	return s
+}
+
+// Write draws the timeline in a format.
+func Write(w io.Writer, t *timeline.Timeline, f Format, o Options) error {
+	p, err := Build(t, o)
+	if err != nil {
+		return err
+	}
+	width, height := o.Width, o.Height
+	if width == 0 {
+		width = 11 * vg.Inch
+	}
+	if height == 0 {
+		height = 4.5 * vg.Inch
+	}
+	c, err := draw.NewFormattedCanvas(width, height, string(f))
+	if err != nil {
+		return err
+	}
+	// A margin all round: gonum puts the title flush with the top edge.
+	margin := vg.Points(8)
+	p.Draw(draw.Crop(draw.New(c), margin, -margin, margin, -margin))
+	_, err = c.WriteTo(w)
+	return err
+}
+
+// ticker puts about six labelled ticks at round values (1, 2 or 5 times a
+// power of ten) and unlabelled ones between them.
+type ticker struct{}
+
+func (ticker) Ticks(lo, hi float64) []gplot.Tick {
+	if hi <= lo {
+		return []gplot.Tick{{Value: lo, Label: strconv.FormatFloat(lo, 'g', 4, 64)}}
+	}
+	raw := (hi - lo) / 6
+	mag := math.Pow(10, math.Floor(math.Log10(raw)))
+	step := mag
+	for _, m := range []float64{1, 2, 5, 10} {
+		if step = m * mag; step >= raw {
+			break
+		}
+	}
+	minor := step / 5
+	if step/mag == 2 || step/mag == 20 {
+		minor = step / 4
+	}
+	prec := max(0, -int(math.Floor(math.Log10(step))))
+	var ticks []gplot.Tick
+	for v := math.Ceil(lo/minor) * minor; v <= hi+minor/1e6; v += minor {
+		r := math.Round(v/minor) * minor
+		t := gplot.Tick{Value: r}
+		if q := r / step; math.Abs(q-math.Round(q)) < 1e-6 {
+			t.Label = strconv.FormatFloat(r, 'f', prec, 64)
+		}
+		ticks = append(ticks, t)
+	}
+	return ticks
+}
