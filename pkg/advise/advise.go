@@ -40,6 +40,10 @@ type Result struct {
 	OOMs         int   `json:"ooms"`
 	FirstOOM     int   `json:"first_oom_entry"`
 	FirstOOMSize int64 `json:"first_oom_request"`
+	// StartFailed: the tensors live when the trace starts (a trace that
+	// starts mid-run) did not all fit; their failures happen before the
+	// first entry and are not in OOMs.
+	StartFailed bool `json:"start_failed"`
 	// AllocatedAtFirstOOM is the memory tensors held when the first OOM
 	// happened.
 	AllocatedAtFirstOOM int64   `json:"allocated_at_first_oom"`
@@ -51,6 +55,34 @@ type Result struct {
 	AllocRetries        int64   `json:"alloc_retries"`
 	// Rank is the position in the ranking, 1 = best.
 	Rank int `json:"rank"`
+
+	first firstEntry
+}
+
+// firstEntry is the state after a replay's first alloc entry (the first
+// point where a follow replay and a what-if one have applied the same
+// requests: a segment_alloc before it is applied with it when following,
+// and is nothing in what-if): the memory requested then, and whether
+// anything ran out of memory by then.
+type firstEntry struct {
+	requested int64
+	oom       bool
+}
+
+// failures counts what ran out of memory, the starting state as one.
+func (r *Result) failures() int {
+	if r.StartFailed {
+		return r.OOMs + 1
+	}
+	return r.OOMs
+}
+
+// startShort reports whether the replay had less memory requested than
+// the recording after the first alloc entry: live blocks of the starting
+// state that did not fit (an OOM of the window's own requests is counted
+// already).
+func (r *Result) startShort(recorded int64) bool {
+	return !r.first.oom && r.first.requested < recorded
 }
 
 // Advice is what Advise found for one device.
@@ -68,6 +100,9 @@ type Advice struct {
 	RecordedOOMs  int   `json:"recorded_ooms"`
 	RecordedOOMAt int   `json:"recorded_oom_entry"`
 	Sizes         Sizes `json:"sizes"`
+	// Demand is the peak of the memory the recorded run's tensors asked
+	// for (requested_bytes.all.peak, replaying the recording itself).
+	Demand int64 `json:"demand"`
 	// Baseline is the recorded settings replayed by the simulator alone,
 	// the fair comparison for every other setting.
 	Baseline Result `json:"baseline"`
@@ -116,6 +151,14 @@ func Advise(s *snapshot.Snapshot, o Options) (*Advice, error) {
 		}
 	}
 	adv.Sizes = sizesOf(trace, recorded)
+
+	// The recording itself: what the tensors asked for, at the first
+	// entry (after the starting state) and at the peak.
+	demand, err := recordedDemand(s, o, v)
+	if err != nil {
+		return nil, err
+	}
+	adv.Demand = demand.peak
 
 	// The baseline first: it fixes the device memory the others get.
 	baseRun, err := replay(s, o, base, v)
@@ -171,6 +214,10 @@ func Advise(s *snapshot.Snapshot, o Options) (*Advice, error) {
 		return nil, err
 	}
 	all := append(append([]Result{adv.Baseline}, results...), more...)
+	for i := range all {
+		all[i].StartFailed = all[i].startShort(demand.first)
+	}
+	adv.Baseline.StartFailed = all[0].StartFailed
 	rankResults(all)
 	for i := range all {
 		all[i].Rank = i + 1
@@ -183,7 +230,7 @@ func Advise(s *snapshot.Snapshot, o Options) (*Advice, error) {
 		best := all[0]
 		adv.Best = &best
 		for _, r := range all[1:] {
-			if len(r.Changes) > 0 && len(r.Changes) < len(best.Changes) && r.OOMs == best.OOMs &&
+			if len(r.Changes) > 0 && len(r.Changes) < len(best.Changes) && r.failures() == best.failures() &&
 				better(&r, &adv.Baseline) && r.PeakReserved-best.PeakReserved <= best.PeakReserved/100 {
 				simpler := r
 				adv.Simpler = &simpler
@@ -212,8 +259,8 @@ func combinations(ks []knob) [][]knob {
 // many and less peak reserved memory. Fragmentation alone is no reason to
 // change settings.
 func better(a, b *Result) bool {
-	if a.OOMs != b.OOMs {
-		return a.OOMs < b.OOMs
+	if a.failures() != b.failures() {
+		return a.failures() < b.failures()
 	}
 	return a.PeakReserved < b.PeakReserved
 }
@@ -225,8 +272,8 @@ func better(a, b *Result) bool {
 func rankResults(rs []Result) {
 	slices.SortStableFunc(rs, func(a, b Result) int {
 		switch {
-		case a.OOMs != b.OOMs:
-			return a.OOMs - b.OOMs
+		case a.failures() != b.failures():
+			return a.failures() - b.failures()
 		case a.PeakReserved != b.PeakReserved:
 			return cmpInt(a.PeakReserved, b.PeakReserved)
 		case a.Fragmentation != b.Fragmentation:
@@ -264,17 +311,60 @@ type run struct {
 	coverage       string
 }
 
+// demand is what the recorded run's tensors asked for.
+type demand struct {
+	first int64 // requested memory after the first alloc entry
+	peak  int64 // peak requested memory
+}
+
+// recordedDemand replays the recording itself (follow mode, as `memstat
+// stats` does).
+func recordedDemand(s *snapshot.Snapshot, o Options, v allocator.Version) (demand, error) {
+	var d demand
+	k := firstAlloc(s.Trace(o.Device))
+	r, err := allocator.NewReplay(s, allocator.ReplayOptions{Device: o.Device, Version: v,
+		OnEvent: func(i int, _ snapshot.TraceEntry, a *allocator.Allocator) {
+			if i == k {
+				st := a.Stats()
+				d.first = st.RequestedBytes[allocator.PoolAll].Current
+			}
+		}})
+	if err != nil {
+		return d, fmt.Errorf("recorded settings: %w", err)
+	}
+	res, err := r.Run()
+	if err != nil {
+		return d, fmt.Errorf("recorded settings: %w", err)
+	}
+	d.peak = res.Stats.RequestedBytes[allocator.PoolAll].Peak
+	return d, nil
+}
+
+// firstAlloc is the index of the first alloc entry (-1: none).
+func firstAlloc(trace []snapshot.TraceEntry) int {
+	for i, e := range trace {
+		if e.Action == snapshot.ActionAlloc {
+			return i
+		}
+	}
+	return -1
+}
+
 // replay runs one setting in what-if mode. It shares nothing mutable with
 // other replays: the snapshot is only read.
 func replay(s *snapshot.Snapshot, o Options, st Setting, v allocator.Version) (*run, error) {
 	out := &run{Result: Result{Setting: st, FirstOOM: -1}}
 	var ooms int64
 	var trace []snapshot.TraceEntry
+	k := firstAlloc(s.Trace(o.Device))
 	onEvent := func(i int, e snapshot.TraceEntry, a *allocator.Allocator) {
-		if out.FirstOOM >= 0 {
+		if out.FirstOOM >= 0 && i > k {
 			return
 		}
 		stats := a.Stats()
+		if i == k {
+			out.first = firstEntry{stats.RequestedBytes[allocator.PoolAll].Current, stats.NumOOMs > 0}
+		}
 		if stats.NumOOMs > ooms {
 			out.FirstOOM = i
 			out.FirstOOMSize = trace[i].Size

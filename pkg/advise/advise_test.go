@@ -207,6 +207,40 @@ func TestRecordedOOM(t *testing.T) {
 	}
 }
 
+// TestStartingStateThatDoesNotFit: sidsoc12's trace starts mid-run with
+// tens of GiB of live tensors; on an 8 GiB GPU they do not fit before the
+// first entry, which must count as running out of memory.
+func TestStartingStateThatDoesNotFit(t *testing.T) {
+	s, err := snapshot.Load(realdata.File(t, "sidsoc12"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := Advise(s, Options{DeviceMemory: 8 << 30})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Coverage != allocator.CoveragePartial || !a.Baseline.StartFailed || a.Best != nil || a.Demand <= 8<<30 {
+		t.Errorf("coverage %s, start failed %v, best %+v, demand %d", a.Coverage, a.Baseline.StartFailed, a.Best, a.Demand)
+	}
+	for _, r := range a.Ranked {
+		if r.failures() == 0 {
+			t.Errorf("%s fits in 8 GiB", r.Label())
+		}
+	}
+	ans := a.MemoryAnswer()
+	if !strings.HasPrefix(ans, "does not fit in 8.0 GiB with any of the") || !strings.Contains(ans, "tensors alone ask for 51.3 GiB") {
+		t.Errorf("answer %q", ans)
+	}
+	// With room for everything, nothing fails at the start.
+	a, err = Advise(s, Options{DeviceMemory: 80 << 30})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Baseline.StartFailed || a.Baseline.OOMs != 0 {
+		t.Errorf("80 GiB: start failed %v, %d OOMs", a.Baseline.StartFailed, a.Baseline.OOMs)
+	}
+}
+
 func TestEveryRealTrace(t *testing.T) {
 	for _, fn := range realdata.Files(t) {
 		s, err := snapshot.Load(fn)
@@ -224,6 +258,11 @@ func TestEveryRealTrace(t *testing.T) {
 			if err != nil {
 				t.Errorf("%s device %d: %v", filepath.Base(fn), d, err)
 				continue
+			}
+			// The recorded run held its starting state on the recorded
+			// device memory.
+			if a.Baseline.StartFailed || a.Demand <= 0 {
+				t.Errorf("%s: baseline start failed %v, demand %d", filepath.Base(fn), a.Baseline.StartFailed, a.Demand)
 			}
 			if a.Ranked[0].Rank != 1 || a.Baseline.Rank < 1 || len(a.Ranked) < 2 {
 				t.Errorf("%s: ranking %+v", filepath.Base(fn), a.Ranked)

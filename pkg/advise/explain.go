@@ -32,8 +32,8 @@ func (a *Advice) Verdict() string {
 		return fmt.Sprintf("keep the recorded settings: none of the %d other settings tried has fewer OOMs or less peak reserved memory", n-1)
 	}
 	b, base := a.Best, &a.Baseline
-	if b.OOMs < base.OOMs {
-		return fmt.Sprintf("use %s: %s instead of %s, peak reserved %s", b.Label(), ooms(b.OOMs), ooms(base.OOMs), report.Size(b.PeakReserved))
+	if b.failures() < base.failures() {
+		return fmt.Sprintf("use %s: %s instead of %s, peak reserved %s", b.Label(), failures(b), failures(base), report.Size(b.PeakReserved))
 	}
 	return fmt.Sprintf("use %s: peak reserved %s instead of %s (%s, %s)", b.Label(), report.Size(b.PeakReserved),
 		report.Size(base.PeakReserved), report.SignedSize(b.PeakReserved-base.PeakReserved),
@@ -42,16 +42,23 @@ func (a *Advice) Verdict() string {
 
 func signedPct(f float64) string { return fmt.Sprintf("%+.1f%%", 100*f) }
 
-func ooms(n int) string {
-	if n == 1 {
-		return "1 OOM"
+func failures(r *Result) string {
+	s := "1 OOM"
+	if r.OOMs != 1 {
+		s = fmt.Sprintf("%d OOMs", r.OOMs)
 	}
-	return fmt.Sprintf("%d OOMs", n)
+	if r.StartFailed {
+		s += " and a starting state that does not fit"
+	}
+	return s
 }
 
 // oomAt describes a result's first OOM: "OOM at event 1117 (a 1.2 GiB
 // request with 20.5 GiB allocated)".
 func oomAt(r *Result) string {
+	if r.StartFailed {
+		return "the tensors live when the trace starts (it starts mid-run) do not all fit"
+	}
 	return fmt.Sprintf("OOM at event %d (a %s request with %s allocated)", r.FirstOOM, report.Size(r.FirstOOMSize), report.Size(r.AllocatedAtFirstOOM))
 }
 
@@ -68,7 +75,7 @@ func (a *Advice) SimplerLine() string {
 // firstFitting is the best-ranked setting without an OOM.
 func (a *Advice) firstFitting() *Result {
 	for i := range a.Ranked {
-		if a.Ranked[i].OOMs == 0 {
+		if a.Ranked[i].failures() == 0 {
 			return &a.Ranked[i]
 		}
 	}
@@ -87,9 +94,9 @@ func (a *Advice) MemoryAnswer() string {
 		return ""
 	case a.DeviceMemoryBy == "option":
 		switch {
-		case base.OOMs == 0 && (fit == nil || len(fit.Changes) == 0 || fit.PeakReserved >= base.PeakReserved):
+		case base.failures() == 0 && (fit == nil || len(fit.Changes) == 0 || fit.PeakReserved >= base.PeakReserved):
 			return fmt.Sprintf("fits in %s with the recorded settings (peak reserved %s)", mem, report.Size(base.PeakReserved))
-		case base.OOMs == 0:
+		case base.failures() == 0:
 			return fmt.Sprintf("fits in %s with the recorded settings (peak reserved %s), and with %s (peak reserved %s)",
 				mem, report.Size(base.PeakReserved), fit.Label(), report.Size(fit.PeakReserved))
 		case fit != nil:
@@ -97,7 +104,7 @@ func (a *Advice) MemoryAnswer() string {
 				mem, fit.Label(), report.Size(fit.PeakReserved), oomAt(base))
 		}
 		return fmt.Sprintf("does not fit in %s with any of the %d settings tried; with the recorded settings: %s. %s",
-			mem, len(a.Ranked), oomAt(base), a.shortfall())
+			mem, len(a.Ranked), oomAt(base), capitalize(a.shortfall()))
 	case a.RecordedOOMs == 0:
 		return ""
 	}
@@ -109,7 +116,7 @@ func (a *Advice) MemoryAnswer() string {
 		s += "; replayed with the recorded settings: " + oomAt(base)
 	}
 	switch {
-	case fit != nil && base.OOMs > 0:
+	case fit != nil && base.failures() > 0:
 		return s + fmt.Sprintf(". With %s it does not run out of memory (peak reserved %s): that setting would have avoided the OOM", fit.Label(), report.Size(fit.PeakReserved))
 	case fit == nil:
 		return s + ". No setting tried avoids it: " + a.shortfall()
@@ -117,10 +124,25 @@ func (a *Advice) MemoryAnswer() string {
 	return s
 }
 
+func capitalize(s string) string {
+	if s == "" || s[0] < 'a' || s[0] > 'z' {
+		return s
+	}
+	return string(s[0]-'a'+'A') + s[1:]
+}
+
 // shortfall explains an OOM no setting avoids: whether the tensors alone
 // exceed the device, or cached memory does.
 func (a *Advice) shortfall() string {
 	base := &a.Baseline
+	if a.Demand > a.DeviceMemory {
+		return fmt.Sprintf("the recorded run's tensors alone ask for %s at their peak (requested memory), more than the %s of device memory; only using less memory (smaller batches, activation checkpointing, lower precision) makes it fit",
+			report.Size(a.Demand), report.Size(a.DeviceMemory))
+	}
+	if base.StartFailed {
+		return fmt.Sprintf("the tensors live when the trace starts do not all fit, though the tensors ask for at most %s (requested memory) of the %s: the rest is cached memory that no setting tried could reuse",
+			report.Size(a.Demand), report.Size(a.DeviceMemory))
+	}
 	need := base.AllocatedAtFirstOOM + base.FirstOOMSize
 	if need > a.DeviceMemory {
 		return fmt.Sprintf("at event %d tensors held %s and asked for %s more, %s in all, more than the %s of device memory; only using less memory (smaller batches, activation checkpointing, lower precision) avoids it",

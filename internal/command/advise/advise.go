@@ -335,10 +335,16 @@ func ranking(a *advise.Advice, top int) *report.Table {
 			continue
 		}
 		first := report.Cell{Raw: nil, Text: "-"}
-		if r.FirstOOM >= 0 {
+		ooms := report.Int(int64(r.OOMs))
+		switch {
+		case r.StartFailed:
+			// The starting state's failures come before the first entry.
+			first = report.Cell{Raw: "start", Text: "start"}
+			ooms.Text += " + start"
+		case r.FirstOOM >= 0:
 			first = report.Cell{Raw: r.FirstOOM, Text: fmt.Sprintf("event %d", r.FirstOOM)}
 		}
-		t.Add(report.Int(int64(r.Rank)), report.Str(r.Label()), report.Int(int64(r.OOMs)), first,
+		t.Add(report.Int(int64(r.Rank)), report.Str(r.Label()), ooms, first,
 			report.Bytes(r.PeakReserved), report.DeltaBytes(r.PeakReserved-a.Baseline.PeakReserved),
 			report.Pct(r.Fragmentation), report.Int(r.SegmentsCreated))
 	}
