@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/xml"
 	"io"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -373,36 +372,6 @@ func TestJUnitIsWellFormedAndNamesEachRule(t *testing.T) {
 	}
 	if !strings.Contains(buf.String(), `timestamp="2026-01-02T03:04:05"`) {
 		t.Errorf("no timestamp:\n%s", buf.String())
-	}
-}
-
-func TestWriteJUnitFileIsAtomic(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "junit.xml")
-	if err := os.WriteFile(path, []byte("old"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	r, _ := ParseRule(Max, "ooms=0", "x")
-	d, _ := Evaluate("a.pickle", 0, fig(map[string]float64{"ooms": 1}), []Rule{r}, nil)
-	if err := WriteJUnitFile(path, []string{"a.pickle"}, []*Device{d}, time.Time{}); err != nil {
-		t.Fatal(err)
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	checkJUnitShape(t, data)
-	if st, _ := os.Stat(path); st.Mode().Perm() != 0o600 {
-		t.Errorf("mode %v: the existing file's mode is kept", st.Mode())
-	}
-	entries, _ := os.ReadDir(dir)
-	if len(entries) != 1 {
-		t.Errorf("left behind: %v", entries)
-	}
-	// A folder that does not exist: an error naming the file, no file.
-	bad := filepath.Join(dir, "missing", "junit.xml")
-	if err := WriteJUnitFile(bad, []string{"a.pickle"}, []*Device{d}, time.Time{}); err == nil || !strings.Contains(err.Error(), bad) {
-		t.Errorf("error %v", err)
 	}
 }
 

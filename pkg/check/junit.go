@@ -1,11 +1,9 @@
 package check
 
 import (
-	"bytes"
 	"encoding/xml"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"time"
 )
@@ -111,50 +109,4 @@ func WriteJUnit(w io.Writer, files []string, devices []*Device, now time.Time) e
 	}
 	_, err := io.WriteString(w, "\n")
 	return err
-}
-
-// WriteJUnitFile writes the JUnit XML to path atomically: a temporary
-// file in the same folder, renamed over path once complete, so a CI step
-// reading it never sees half a report.
-func WriteJUnitFile(path string, files []string, devices []*Device, now time.Time) (err error) {
-	var buf bytes.Buffer
-	if err := WriteJUnit(&buf, files, devices, now); err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	dir, base := filepath.Split(path)
-	if dir == "" {
-		dir = "."
-	}
-	perm := os.FileMode(0o644)
-	if st, err := os.Stat(path); err == nil {
-		if !st.Mode().IsRegular() {
-			return fmt.Errorf("writing %s: not a regular file", path)
-		}
-		perm = st.Mode().Perm()
-	}
-	f, err := os.CreateTemp(dir, "."+base+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	tmp := f.Name()
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(tmp)
-			err = fmt.Errorf("writing %s: %w", path, err)
-		}
-	}()
-	if _, err = f.Write(buf.Bytes()); err != nil {
-		return err
-	}
-	if err = f.Chmod(perm); err != nil {
-		return err
-	}
-	if err = f.Sync(); err != nil {
-		return err
-	}
-	if err = f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
 }

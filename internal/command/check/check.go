@@ -17,6 +17,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/memstat/memstat/internal/atomicfile"
 	"github.com/memstat/memstat/internal/command"
 	"github.com/memstat/memstat/internal/iostreams"
 	"github.com/memstat/memstat/pkg/allocator"
@@ -323,7 +324,12 @@ func runCheck(opts *Options) error {
 		if opts.Now != nil {
 			now = opts.Now
 		}
-		if err := check.WriteJUnitFile(opts.JUnit, opts.Files, devices, now()); err != nil {
+		// Written atomically: a CI step reading it never sees half a
+		// report.
+		err := atomicfile.Write(opts.JUnit, func(w io.Writer) error {
+			return check.WriteJUnit(w, opts.Files, devices, now())
+		})
+		if err != nil {
 			return err
 		}
 	}

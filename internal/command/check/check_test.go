@@ -403,6 +403,26 @@ func TestJUnitNamesEachRule(t *testing.T) {
 	}
 	dir := realdata.Dir(t) + string(os.PathSeparator)
 	golden.Check(t, "junit.xml", []byte(strings.ReplaceAll(string(data), dir, "")))
+
+	// Run again: the report is replaced, keeping the file's mode, and
+	// nothing else is left in the folder.
+	os.Chmod(out, 0o600)
+	if code, _, _ := memstat(t, nil, "check", n, "--max", "ooms=1", "--junit", out); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	data, _ = os.ReadFile(out)
+	if st, _ := os.Stat(out); st.Mode().Perm() != 0o600 || !strings.Contains(string(data), `tests="1" failures="0"`) {
+		t.Errorf("rewritten report: mode %v\n%s", st.Mode(), data)
+	}
+	if entries, _ := os.ReadDir(filepath.Dir(out)); len(entries) != 1 {
+		t.Errorf("left behind: %v", entries)
+	}
+	// A folder that does not exist: one line naming the file, exit 2.
+	bad := filepath.Join(filepath.Dir(out), "missing", "memstat.xml")
+	code, _, errOut = memstat(t, nil, "check", n, "--max", "ooms=1", "--junit", bad)
+	if code != 2 || strings.Count(errOut, "\n") != 1 || !strings.Contains(errOut, "writing "+bad) {
+		t.Errorf("bad --junit path: exit %d, %q", code, errOut)
+	}
 }
 
 func TestGitHubActionsAnnotations(t *testing.T) {
