@@ -3,6 +3,7 @@ module github.com/memstat/memstat
 go 1.26.0
 
 require (
+	github.com/google/pprof v0.0.0-20260906184651-6331bc6350fe
 	github.com/nlpodyssey/gopickle v0.3.0
 	github.com/olekukonko/tablewriter v1.1.5
 	github.com/spf13/cobra v1.10.2

@@ -1,0 +1,146 @@
+// Package pprof writes the memory allocated at one moment (pkg/live) as a
+// pprof profile: one sample per allocation stack with the number of blocks
+// (inuse_objects) and their bytes (inuse_space), so that `go tool pprof`
+// shows where live memory was allocated (-top, -http flame graphs) and
+// compares two runs (-diff_base).
+package pprof
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/google/pprof/profile"
+
+	"github.com/memstat/memstat/pkg/live"
+	"github.com/memstat/memstat/pkg/snapshot"
+)
+
+// noStack is the function blocks without a recorded stack are charged to
+// (PyTorch records none when _record_memory_history was off when they
+// were allocated). Brackets, because pprof strips <...> and (...) from
+// names as C++ template arguments and parameters.
+const noStack = "[no stack recorded]"
+
+// displayName keeps Python's pseudo-function names ("<module>",
+// "<lambda>", "<listcomp>") readable in pprof, which would strip them to
+// nothing.
+func displayName(name string) string {
+	if len(name) > 2 && name[0] == '<' && name[len(name)-1] == '>' && !strings.ContainsAny(name[1:len(name)-1], "<>") {
+		return "[" + name[1:len(name)-1] + "]"
+	}
+	return name
+}
+
+// Options adjust a profile.
+type Options struct {
+	// AllFrames keeps the frames PyTorch's own viewers hide (the unwinder,
+	// interpreter glue, dispatcher boxing); by default they are dropped,
+	// as in _memory_viz.py and MemoryViz.js.
+	AllFrames bool
+	// Comments go into the profile (pprof -comments shows them).
+	Comments []string
+}
+
+// The display filter of PyTorch's _memory_viz.py and MemoryViz.js: frames
+// whose name or file contains one of these are never shown. The name list
+// applies to native frames only, so that a Python function such as
+// "train_start" stays.
+var (
+	hiddenNames = []string{"unwind::unwind", "CapturedTraceback::gather", "gather_with_cpp", "_start",
+		"__libc_start_main", "PyEval_", "PyObject_", "PyFunction_"}
+	hiddenFiles = []string{"core/boxing", "/Register", "/Redispatch", "pythonrun.c", "Modules/main.c",
+		"Objects/call.c", "Objects/methodobject.c", "pycore_ceval.h", "ceval.c", "cpython/abstract.h"}
+)
+
+func hidden(f snapshot.Frame) bool {
+	for _, s := range hiddenFiles {
+		if strings.Contains(f.Filename, s) {
+			return true
+		}
+	}
+	if strings.HasSuffix(f.Filename, ".py") || strings.HasPrefix(f.Filename, "<") {
+		return false
+	}
+	for _, s := range hiddenNames {
+		if strings.Contains(f.Name, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// Profile builds the profile of a live state.
+func Profile(st *live.State, o Options) (*profile.Profile, error) {
+	comments := o.Comments
+	p := &profile.Profile{
+		SampleType: []*profile.ValueType{
+			{Type: "inuse_objects", Unit: "count"},
+			{Type: "inuse_space", Unit: "bytes"},
+		},
+		DefaultSampleType: "inuse_space",
+		PeriodType:        &profile.ValueType{Type: "space", Unit: "bytes"},
+		Period:            1,
+		Comments:          comments,
+		TimeNanos:         st.TimeUS * 1000,
+	}
+	funcs := map[[2]string]*profile.Function{}
+	locs := map[snapshot.FrameID]*profile.Location{}
+	function := func(name, file string) *profile.Function {
+		k := [2]string{name, file}
+		if f := funcs[k]; f != nil {
+			return f
+		}
+		f := &profile.Function{ID: uint64(len(p.Function) + 1), Name: displayName(name), SystemName: name, Filename: file}
+		funcs[k] = f
+		p.Function = append(p.Function, f)
+		return f
+	}
+	var unknown *profile.Location
+	for _, g := range st.ByStack() {
+		s := &profile.Sample{Value: []int64{int64(g.Blocks), g.Bytes}}
+		var ids []snapshot.FrameID
+		for _, id := range st.Stacks.Stack(g.Stack) {
+			if o.AllFrames || !hidden(st.Stacks.Frame(id)) {
+				ids = append(ids, id)
+			}
+		}
+		if len(ids) == 0 {
+			if unknown == nil {
+				unknown = &profile.Location{ID: uint64(len(p.Location) + 1), Line: []profile.Line{{Function: function(noStack, "")}}}
+				p.Location = append(p.Location, unknown)
+			}
+			s.Location = []*profile.Location{unknown}
+		}
+		// PyTorch stores frames innermost first, pprof wants the leaf
+		// first: the same order.
+		for _, id := range ids {
+			loc := locs[id]
+			if loc == nil {
+				fr := st.Stacks.Frame(id)
+				loc = &profile.Location{
+					ID:   uint64(len(p.Location) + 1),
+					Line: []profile.Line{{Function: function(fr.Name, fr.Filename), Line: fr.Line}},
+				}
+				locs[id] = loc
+				p.Location = append(p.Location, loc)
+			}
+			s.Location = append(s.Location, loc)
+		}
+		p.Sample = append(p.Sample, s)
+	}
+	if err := p.CheckValid(); err != nil {
+		return nil, fmt.Errorf("pprof: %w", err)
+	}
+	return p, nil
+}
+
+// Write writes the profile of a live state gzip-compressed, as pprof
+// reads it.
+func Write(w io.Writer, st *live.State, o Options) error {
+	p, err := Profile(st, o)
+	if err != nil {
+		return err
+	}
+	return p.Write(w)
+}
