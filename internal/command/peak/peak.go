@@ -1,0 +1,254 @@
+// Package peak is `memstat peak`: when allocated and reserved memory
+// peaked, and what was live at the peak, grouped like pprof's top.
+package peak
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/memstat/memstat/internal/command"
+	"github.com/memstat/memstat/internal/iostreams"
+	"github.com/memstat/memstat/pkg/allocator"
+	"github.com/memstat/memstat/pkg/analysis"
+	"github.com/memstat/memstat/pkg/report"
+)
+
+// Options are `memstat peak`'s inputs.
+type Options struct {
+	IO        *iostreams.IOStreams
+	File      string
+	Output    command.OutputFlags
+	Format    report.Format
+	Top       int
+	By        string
+	Device    int
+	Stacks    bool
+	AllFrames bool
+
+	by analysis.GroupBy
+}
+
+// NewCmdPeak returns the peak command. runF replaces runPeak in tests of
+// flag parsing.
+func NewCmdPeak(f *command.Factory, runF func(*Options) error) *cobra.Command {
+	opts := &Options{IO: f.IO}
+	cmd := &cobra.Command{
+		Use:   "peak FILE [--top N] [--by stack|frame|file|annotation] [--stacks]",
+		Short: "When memory peaked and what was live then, by allocation site",
+		Long: `Find the moment allocated memory peaked (allocated_bytes.all.peak of
+torch.cuda.memory_stats()) and the moment reserved memory peaked: the trace
+entry, its time since the first entry, and the annotated range open then
+(record_function names such as forward or "Optimizer.step#AdamW.step").
+
+Then list what was live at the peak of allocated memory, grouped like
+pprof's top: bytes, share of the peak, running share, blocks, and where they
+were allocated. The bytes listed add up exactly to allocated_bytes.all.peak.
+--by stack (the default) groups by the whole allocation stack and names its
+innermost frame of your own code; --by frame by that frame alone; --by file
+by its file; --by annotation by the range open when each block was
+allocated. --stacks prints each group's stack.
+
+The state at the peak comes from replaying the trace through memstat's model
+of the caching allocator. Memory allocated before the trace began (a trace
+that starts mid-run keeps only the last max_entries events) is reported
+apart from memory allocated during it. With annotations, the peaks inside
+each range name (forward, backward, optimizer step, ...) follow.
+
+Frames of PyTorch's own code, code it generated and native frames are hidden
+so that your code comes first; --all-frames shows them.`,
+		Example: `  memstat peak snapshot.pickle
+  memstat peak snapshot.pickle --by frame --top 20
+  memstat peak snapshot.pickle --stacks --format markdown
+  memstat peak snapshot.pickle --json`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return command.FlagErrorf("want one snapshot: memstat peak FILE")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.File = args[0]
+			format, err := opts.Output.Resolve()
+			if err != nil {
+				return err
+			}
+			opts.Format = format
+			if opts.by, err = analysis.ParseGroupBy(opts.By); err != nil {
+				return command.FlagErrorf("--by: %v", err)
+			}
+			if opts.Top < 0 {
+				return command.FlagErrorf("--top must be at least 0 (0: every group)")
+			}
+			if runF != nil {
+				return runF(opts)
+			}
+			return runPeak(opts)
+		},
+	}
+	fl := cmd.Flags()
+	fl.IntVar(&opts.Top, "top", 10, "list the N largest groups and sum the rest (0: all)")
+	fl.StringVar(&opts.By, "by", "stack", "group live memory by {stack|frame|file|annotation}")
+	fl.BoolVar(&opts.Stacks, "stacks", false, "print the stack of each group")
+	command.AddDeviceFlag(cmd, &opts.Device)
+	command.AddAllFramesFlag(cmd, &opts.AllFrames)
+	command.AddOutputFlags(cmd, &opts.Output, report.Text, report.JSON, report.Markdown)
+	return cmd
+}
+
+// devicePeak is one device's results.
+type devicePeak struct {
+	rp     *analysis.Replayed
+	peak   *analysis.Peak
+	groups []analysis.Group
+	rest   analysis.Group
+}
+
+func runPeak(opts *Options) error {
+	snap, err := command.LoadSnapshot(opts.IO.ErrOut, opts.File)
+	if err != nil {
+		return err
+	}
+	devices, err := command.SelectDevices(opts.File, snap, opts.Device)
+	if err != nil {
+		return err
+	}
+	fr := analysis.NewFrames(snap.Stacks, opts.AllFrames)
+	var out []devicePeak
+	for _, d := range devices {
+		rp, err := command.ReplayDevice(opts.IO.ErrOut, opts.File, snap, d)
+		if err != nil {
+			return err
+		}
+		p, err := analysis.FindPeak(rp)
+		if err != nil {
+			return fmt.Errorf("%s: %w", opts.File, err)
+		}
+		for _, w := range p.Warnings {
+			fmt.Fprintf(opts.IO.ErrOut, "memstat: %s: device %d: %s\n", opts.File, d, w)
+		}
+		groups := analysis.GroupBlocks(p.Live, opts.by, fr, rp.Phases, p.LiveBytes)
+		top, rest := analysis.TopGroups(groups, opts.Top)
+		out = append(out, devicePeak{rp: rp, peak: p, groups: top, rest: rest})
+	}
+	if len(out) == 0 {
+		fmt.Fprintf(opts.IO.ErrOut, "memstat: %s: no device has segments or a trace\n", opts.File)
+	}
+	if opts.Format == report.JSON {
+		return report.WriteJSON(opts.IO.Out, jsonPeak(opts, out))
+	}
+	return writeText(opts, out)
+}
+
+func writeText(opts *Options, devices []devicePeak) error {
+	doc := report.NewDoc(opts.IO.Out, opts.Format)
+	for _, d := range devices {
+		p, rp := d.peak, d.rp
+		doc.Section(command.DeviceTitle(opts.File, rp))
+		doc.Line("peak allocated %s %s", report.Size(p.Allocated.Allocated), report.MomentText(p.Allocated, p.Entries))
+		doc.Line("peak reserved %s %s", report.Size(p.Reserved.Reserved), report.MomentText(p.Reserved, p.Entries))
+		doc.Line("%s", historyText(rp, p))
+		doc.Table(report.GroupTable(d.groups, d.rest, opts.by, p.LiveBytes, opts.Stacks))
+		if opts.Stacks {
+			for i, g := range d.groups {
+				doc.Gap()
+				doc.Line("#%d: %s in %s", i+1, report.Size(g.Bytes), report.Plural(g.Count, "block", "blocks"))
+				doc.Pre(report.StackLines(g.Stack, g.HiddenFrames, opts.AllFrames))
+			}
+		}
+		if len(p.Phases) > 0 {
+			doc.Gap()
+			doc.Line("peaks by annotation (the record_function ranges of external_annotations):")
+			doc.Table(report.PhaseTable(p.Phases, p.Entries))
+		}
+	}
+	return doc.Err()
+}
+
+// historyText says what the trace covers and splits the live memory by
+// when it was allocated.
+func historyText(rp *analysis.Replayed, p *analysis.Peak) string {
+	live := fmt.Sprintf("live at the peak: %s in %s", report.Size(p.LiveBytes), report.Plural(len(p.Live), "block", "blocks"))
+	switch p.Coverage {
+	case allocator.CoverageNone:
+		return "no trace: the peak is the final state; " + live
+	case allocator.CoverageComplete:
+		return fmt.Sprintf("the trace starts from an empty allocator; %s, all allocated during the trace", live)
+	}
+	return fmt.Sprintf("the trace starts mid-run; %s: %s (%s) allocated before the trace began, %s (%s) during it",
+		live, report.Size(p.BeforeTrace.Bytes), report.Plural(p.BeforeTrace.Blocks, "block", "blocks"),
+		report.Size(p.DuringTrace.Bytes), report.Plural(p.DuringTrace.Blocks, "block", "blocks"))
+}
+
+type jsonGroup struct {
+	Rank        int                `json:"rank,omitempty"`
+	Key         string             `json:"key"`
+	Label       string             `json:"label"`
+	Bytes       int64              `json:"bytes"`
+	Fraction    float64            `json:"fraction"`
+	Blocks      int                `json:"blocks"`
+	Requested   int64              `json:"requested_bytes"`
+	BeforeTrace int64              `json:"before_trace_bytes"`
+	Site        *report.FrameJSON  `json:"site,omitempty"`
+	Stack       []report.FrameJSON `json:"stack,omitempty"`
+	Hidden      int                `json:"hidden_frames,omitempty"`
+}
+
+type jsonDevice struct {
+	Device       int                  `json:"device"`
+	TorchVersion string               `json:"torch_version"`
+	Coverage     string               `json:"coverage"`
+	Entries      int                  `json:"trace_entries"`
+	PeakAlloc    analysis.Moment      `json:"peak_allocated"`
+	PeakReserved analysis.Moment      `json:"peak_reserved"`
+	LiveBytes    int64                `json:"live_bytes"`
+	LiveBlocks   int                  `json:"live_blocks"`
+	BeforeTrace  analysis.Share       `json:"before_trace"`
+	DuringTrace  analysis.Share       `json:"during_trace"`
+	By           string               `json:"by"`
+	Groups       []jsonGroup          `json:"groups"`
+	Rest         *jsonGroup           `json:"rest"`
+	Phases       []analysis.PhasePeak `json:"phases"`
+}
+
+func groupJSON(g analysis.Group, rank int, by analysis.GroupBy, stacks bool) jsonGroup {
+	j := jsonGroup{Rank: rank, Key: g.Key, Label: g.Key, Bytes: g.Bytes, Fraction: g.Fraction, Blocks: g.Count,
+		Requested: g.Requested, BeforeTrace: g.BeforeTrace}
+	if rank > 0 {
+		j.Label = report.GroupLabel(g, by)
+		site := report.FrameRecord(g.Site)
+		j.Site = &site
+		if stacks {
+			j.Stack, j.Hidden = report.FrameRecords(g.Stack), g.HiddenFrames
+		}
+	}
+	return j
+}
+
+func jsonPeak(opts *Options, devices []devicePeak) any {
+	out := struct {
+		File    string       `json:"file"`
+		Devices []jsonDevice `json:"devices"`
+	}{File: opts.File, Devices: []jsonDevice{}}
+	for _, d := range devices {
+		p := d.peak
+		jd := jsonDevice{
+			Device: p.Device, TorchVersion: d.rp.Result.Version, Coverage: p.Coverage, Entries: p.Entries,
+			PeakAlloc: p.Allocated, PeakReserved: p.Reserved, LiveBytes: p.LiveBytes, LiveBlocks: len(p.Live),
+			BeforeTrace: p.BeforeTrace, DuringTrace: p.DuringTrace, By: string(opts.by),
+			Groups: []jsonGroup{}, Phases: p.Phases,
+		}
+		if jd.Phases == nil {
+			jd.Phases = []analysis.PhasePeak{}
+		}
+		for i, g := range d.groups {
+			jd.Groups = append(jd.Groups, groupJSON(g, i+1, opts.by, opts.Stacks))
+		}
+		if d.rest.Count > 0 {
+			r := groupJSON(d.rest, 0, opts.by, false)
+			jd.Rest = &r
+		}
+		out.Devices = append(out.Devices, jd)
+	}
+	return out
+}

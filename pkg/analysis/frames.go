@@ -1,0 +1,356 @@
+package analysis
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/memstat/memstat/pkg/snapshot"
+)
+
+// FrameKind says whose code a stack frame is, which decides whether
+// reports show it by default.
+type FrameKind uint8
+
+const (
+	// UserFrame: the program's own Python code, where people act.
+	UserFrame FrameKind = iota
+	// LibraryFrame: third-party packages (site-packages, dist-packages)
+	// and the Python standard library.
+	LibraryFrame
+	// InternalFrame: PyTorch's own Python code, code PyTorch generated
+	// (Inductor's output, FX graphs), the interpreter's frozen modules,
+	// and every native (C++) frame.
+	InternalFrame
+)
+
+func (k FrameKind) String() string {
+	switch k {
+	case LibraryFrame:
+		return "library"
+	case InternalFrame:
+		return "internal"
+	}
+	return "user"
+}
+
+// The display filter of PyTorch's _memory_viz.py and MemoryViz.js
+// (snapshot-format.md §4.3): frames both tools never show.
+var (
+	filteredNames = []string{"unwind::unwind", "CapturedTraceback::gather", "gather_with_cpp", "_start",
+		"__libc_start_main", "PyEval_", "PyObject_", "PyFunction_"}
+	filteredFiles = []string{"core/boxing", "/Register", "/Redispatch", "pythonrun.c", "Modules/main.c",
+		"Objects/call.c", "Objects/methodobject.c", "pycore_ceval.h", "ceval.c", "cpython/abstract.h"}
+)
+
+// Filtered reports whether PyTorch's own viewers drop the frame from the
+// stacks they display. The name list applies to native frames only: as a
+// substring test it would also drop Python functions such as
+// "train_start".
+func Filtered(f snapshot.Frame) bool {
+	for _, s := range filteredFiles {
+		if strings.Contains(f.Filename, s) {
+			return true
+		}
+	}
+	if IsPython(f) {
+		return false
+	}
+	for _, s := range filteredNames {
+		if strings.Contains(f.Name, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// IsPython reports whether a frame is Python code (a .py file or a
+// pseudo-file such as "<string>" or "<frozen runpy>") rather than a native
+// frame of stacks="all" (C++ frames have "??", "" or a C/C++ source file,
+// and line 0 when unknown).
+func IsPython(f snapshot.Frame) bool {
+	fn := f.Filename
+	if strings.HasPrefix(fn, "<") {
+		return true
+	}
+	i := strings.LastIndexByte(fn, '.')
+	if i < 0 {
+		return false
+	}
+	switch strings.ToLower(fn[i+1:]) {
+	case "py", "pyx", "pyi":
+		return true
+	}
+	return false
+}
+
+// slashed returns a filename with Windows separators turned into '/'.
+func slashed(fn string) string {
+	if strings.IndexByte(fn, '\\') >= 0 {
+		return strings.ReplaceAll(fn, `\`, "/")
+	}
+	return fn
+}
+
+// torchDirs are the places PyTorch's Python code is loaded from.
+var torchDirs = []string{"site-packages/torch/", "dist-packages/torch/", "pytorch/torch/"}
+
+// ClassifyFrame says whose code a frame is.
+func ClassifyFrame(f snapshot.Frame) FrameKind {
+	if !IsPython(f) || Filtered(f) {
+		return InternalFrame
+	}
+	fn := slashed(f.Filename)
+	switch {
+	case strings.HasPrefix(fn, "<frozen"), strings.HasPrefix(fn, "<eval_with_key"),
+		strings.HasPrefix(fn, "torch/"), strings.Contains(fn, "/torchinductor_"):
+		return InternalFrame
+	}
+	for _, d := range torchDirs {
+		if strings.Contains(fn, d) {
+			return InternalFrame
+		}
+	}
+	if strings.Contains(fn, "site-packages/") || strings.Contains(fn, "dist-packages/") || isStdlib(fn) {
+		return LibraryFrame
+	}
+	return UserFrame
+}
+
+// isStdlib recognizes the standard library of CPython installations:
+// .../lib/python3.X/... (Unix) and ...\Lib\... (Windows).
+func isStdlib(fn string) bool {
+	return strings.Contains(fn, "/lib/python") || strings.Contains(fn, "/Lib/")
+}
+
+// ShortFile shortens a filename for tables: the path inside
+// site-packages or the standard library, otherwise the last two path
+// elements ("cs336_basics/model.py").
+func ShortFile(fn string) string {
+	s := slashed(fn)
+	for _, m := range []string{"site-packages/", "dist-packages/"} {
+		if i := strings.LastIndex(s, m); i >= 0 {
+			return s[i+len(m):]
+		}
+	}
+	if i := strings.Index(s, "/lib/python"); i >= 0 {
+		if j := strings.IndexByte(s[i+len("/lib/python"):], '/'); j >= 0 {
+			return s[i+len("/lib/python")+j+1:]
+		}
+	}
+	if strings.HasPrefix(s, "<") {
+		return s
+	}
+	parts := strings.Split(strings.TrimLeft(s, "/"), "/")
+	if len(parts) > 2 {
+		parts = parts[len(parts)-2:]
+	}
+	return strings.Join(parts, "/")
+}
+
+// FrameString formats a frame for people: "cs336_basics/model.py:107
+// forward" for Python frames; a native frame is its name, with its file
+// where one is known.
+func FrameString(f snapshot.Frame) string {
+	if f.Filename == "" && f.Line == 0 && f.Name == "" {
+		return "?"
+	}
+	if !IsPython(f) {
+		name := NativeName(f.Name)
+		if f.Filename == "" || f.Filename == "??" {
+			return name
+		}
+		if f.Line > 0 {
+			return name + " (" + ShortFile(f.Filename) + ":" + strconv.FormatInt(f.Line, 10) + ")"
+		}
+		return name + " (" + ShortFile(f.Filename) + ")"
+	}
+	return ShortFile(f.Filename) + ":" + strconv.FormatInt(f.Line, 10) + " " + f.Name
+}
+
+// NativeName shortens a demangled C++ function name for reading: no
+// argument list, no return type, no "(anonymous namespace)::"
+// ("torch::autograd::generated::MulBackward0::apply(std::vector<...>&&)"
+// becomes "torch::autograd::generated::MulBackward0::apply").
+func NativeName(name string) string {
+	s := strings.ReplaceAll(name, "(anonymous namespace)::", "")
+	depth := 0
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '<':
+			depth++
+		case '>':
+			depth--
+		case '(':
+			if depth == 0 && i > 0 {
+				s = s[:i]
+				i = len(s)
+			}
+		}
+	}
+	depth = 0
+	for i := len(s) - 1; i >= 0; i-- {
+		switch s[i] {
+		case '>':
+			depth++
+		case '<':
+			depth--
+		case ' ':
+			if depth == 0 {
+				return s[i+1:]
+			}
+		}
+	}
+	return s
+}
+
+// NoStackFrame stands for an allocation without recorded frames (recorded
+// with context="state" or None, before recording started, or on a thread
+// the recorder does not see).
+var NoStackFrame = snapshot.Frame{Name: "<no stack recorded>"}
+
+// Frames classifies and filters the stacks of one snapshot, caching the
+// result per stack. By default it hides internal frames (PyTorch's code,
+// native frames; see ClassifyFrame) so that the user's own code comes
+// first; AllFrames shows every frame but the ones PyTorch's viewers also
+// drop.
+type Frames struct {
+	stacks    *snapshot.Stacks
+	allFrames bool
+	cache     map[snapshot.StackID]*stackView
+}
+
+type stackView struct {
+	site   snapshot.Frame
+	shown  []snapshot.Frame
+	hidden int
+	key    string
+}
+
+// NewFrames returns a classifier over a snapshot's stacks.
+func NewFrames(stacks *snapshot.Stacks, allFrames bool) *Frames {
+	if stacks == nil {
+		stacks = snapshot.NewStacks()
+	}
+	return &Frames{stacks: stacks, allFrames: allFrames, cache: make(map[snapshot.StackID]*stackView)}
+}
+
+// AllFrames reports whether internal frames are shown.
+func (fr *Frames) AllFrames() bool { return fr.allFrames }
+
+func (fr *Frames) view(id snapshot.StackID) *stackView {
+	if v, ok := fr.cache[id]; ok {
+		return v
+	}
+	v := &stackView{}
+	frames := fr.stacks.Frames(id)
+	kinds := make([]FrameKind, len(frames))
+	for i, f := range frames {
+		kinds[i] = ClassifyFrame(f)
+	}
+	// The allocation site: the innermost user frame, else the innermost
+	// library frame, else the innermost Python frame, else the innermost
+	// native frame the viewers show.
+	v.site = NoStackFrame
+	found := false
+	for _, want := range []FrameKind{UserFrame, LibraryFrame} {
+		for i, f := range frames {
+			if kinds[i] == want {
+				v.site, found = f, true
+				break
+			}
+		}
+		if found {
+			break
+		}
+	}
+	if !found {
+		for _, f := range frames {
+			if IsPython(f) {
+				v.site, found = f, true
+				break
+			}
+		}
+	}
+	if !found {
+		// Native frames only: an allocation of the autograd engine's
+		// thread is best named by the backward node that made it.
+		for _, f := range frames {
+			if strings.Contains(f.Name, "autograd::generated::") && strings.Contains(f.Name, "Backward") {
+				v.site, found = f, true
+				break
+			}
+		}
+	}
+	if !found {
+		for _, f := range frames {
+			if !Filtered(f) {
+				v.site = f
+				break
+			}
+		}
+	}
+	// The frames shown: without internal ones unless all are asked for;
+	// a stack of internal frames only keeps its Python frames, or its
+	// unfiltered native ones, so that it never shows as empty.
+	keep := func(i int) bool {
+		if fr.allFrames {
+			return !Filtered(frames[i])
+		}
+		return kinds[i] != InternalFrame
+	}
+	n := 0
+	for i := range frames {
+		if keep(i) {
+			n++
+		}
+	}
+	if n == 0 && !fr.allFrames {
+		keep = func(i int) bool { return IsPython(frames[i]) && !Filtered(frames[i]) }
+		for i := range frames {
+			if keep(i) {
+				n++
+			}
+		}
+		if n == 0 {
+			keep = func(i int) bool { return !Filtered(frames[i]) }
+		}
+	}
+	var b strings.Builder
+	for i, f := range frames {
+		if !keep(i) {
+			v.hidden++
+			continue
+		}
+		v.shown = append(v.shown, f)
+		if b.Len() > 0 {
+			b.WriteByte(';')
+		}
+		b.WriteString(ShortFile(f.Filename))
+		b.WriteByte(':')
+		b.WriteString(strconv.FormatInt(f.Line, 10))
+		b.WriteByte(':')
+		b.WriteString(f.Name)
+	}
+	v.key = b.String()
+	fr.cache[id] = v
+	return v
+}
+
+// Site returns the frame a stack's allocation is attributed to: the
+// innermost frame of the user's own code when there is one (see
+// ClassifyFrame), NoStackFrame for an empty stack.
+func (fr *Frames) Site(id snapshot.StackID) snapshot.Frame { return fr.view(id).site }
+
+// Shown returns the frames of a stack that reports show, innermost first
+// (shared: do not modify), and how many were hidden.
+func (fr *Frames) Shown(id snapshot.StackID) ([]snapshot.Frame, int) {
+	v := fr.view(id)
+	return v.shown, v.hidden
+}
+
+// Key identifies a stack by the content of its shown frames (file, line
+// and function of each; files as ShortFile gives them, so that the same
+// program run from another directory matches), so that stacks compare
+// across snapshots, whose stack tables differ, and stacks that differ only
+// in hidden frames group together. The empty stack's key is "".
+func (fr *Frames) Key(id snapshot.StackID) string { return fr.view(id).key }

@@ -1,0 +1,249 @@
+package analysis
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/memstat/memstat/pkg/allocator"
+	"github.com/memstat/memstat/pkg/snapshot"
+)
+
+// Replayed is one device of a snapshot replayed through the allocator
+// model in follow mode (the recorded run, decision for decision): the
+// result memstat stats prints, and the allocated and reserved bytes after
+// every trace entry. States rebuilds the full allocator state at chosen
+// entries with a second replay.
+type Replayed struct {
+	Snap   *snapshot.Snapshot
+	Device int
+	Result *allocator.ReplayResult
+	// Config is the allocator configuration the replay simulated (the
+	// recorded settings).
+	Config allocator.Config
+	// Allocated and Reserved are allocated_bytes.all.current and
+	// reserved_bytes.all.current after each trace entry; Start* before the
+	// first one.
+	Allocated, Reserved           []int64
+	StartAllocated, StartReserved int64
+	Phases                        Phases
+
+	// lastAlloc is the last alloc entry at each address; finalActive the
+	// final snapshot's active blocks by address.
+	lastAlloc   map[uint64]int
+	finalActive map[uint64]snapshot.Block
+	// firstFree is the stack of the first event at an address when that
+	// event is a free: the block was allocated before the trace began,
+	// and where it was freed is all the trace says about it.
+	firstFree map[uint64]snapshot.StackID
+}
+
+// Replay replays one device of a snapshot.
+func Replay(s *snapshot.Snapshot, device int) (*Replayed, error) {
+	trace := s.Trace(device)
+	rp := &Replayed{
+		Snap: s, Device: device,
+		Allocated: make([]int64, len(trace)), Reserved: make([]int64, len(trace)),
+		Phases:      PhasesOf(s, device),
+		lastAlloc:   make(map[uint64]int),
+		finalActive: make(map[uint64]snapshot.Block),
+		firstFree:   make(map[uint64]snapshot.StackID),
+	}
+	r, err := allocator.NewReplay(s, allocator.ReplayOptions{Device: device, OnEvent: func(i int, e snapshot.TraceEntry, a *allocator.Allocator) {
+		st := a.Stats()
+		rp.Allocated[i] = st.AllocatedBytes[allocator.PoolAll].Current
+		rp.Reserved[i] = st.ReservedBytes[allocator.PoolAll].Current
+	}})
+	if err != nil {
+		return nil, fmt.Errorf("device %d: %w", device, err)
+	}
+	rp.Config = r.Config()
+	st := r.Allocator().Stats()
+	rp.StartAllocated = st.AllocatedBytes[allocator.PoolAll].Current
+	rp.StartReserved = st.ReservedBytes[allocator.PoolAll].Current
+	if rp.Result, err = r.Run(); err != nil {
+		return nil, fmt.Errorf("device %d: %w", device, err)
+	}
+	seen := map[uint64]bool{}
+	for i, e := range trace {
+		switch e.Action {
+		case snapshot.ActionAlloc:
+			rp.lastAlloc[e.Addr] = i
+			seen[e.Addr] = true
+		case snapshot.ActionFreeRequested, snapshot.ActionFreeCompleted, snapshot.ActionFree:
+			if !seen[e.Addr] {
+				seen[e.Addr] = true
+				if e.Stack != snapshot.NoStack {
+					rp.firstFree[e.Addr] = e.Stack
+				}
+			}
+		}
+	}
+	for _, seg := range s.DeviceSegments(device) {
+		for _, b := range seg.Blocks {
+			if b.State.Active() {
+				rp.finalActive[b.Address] = b
+			}
+		}
+	}
+	return rp, nil
+}
+
+// Trace is the device's trace.
+func (rp *Replayed) Trace() []snapshot.TraceEntry { return rp.Snap.Trace(rp.Device) }
+
+// FirstTimeUS is the time of the first trace entry (0 without a trace or
+// without time_us).
+func (rp *Replayed) FirstTimeUS() int64 {
+	if t := rp.Trace(); len(t) > 0 {
+		return t[0].TimeUS
+	}
+	return 0
+}
+
+// AllocatedAt and ReservedAt return the figures after entry i (-1: before
+// the first entry).
+func (rp *Replayed) AllocatedAt(i int) int64 {
+	if i < 0 || i >= len(rp.Allocated) {
+		return rp.StartAllocated
+	}
+	return rp.Allocated[i]
+}
+
+// ReservedAt: see AllocatedAt.
+func (rp *Replayed) ReservedAt(i int) int64 {
+	if i < 0 || i >= len(rp.Reserved) {
+		return rp.StartReserved
+	}
+	return rp.Reserved[i]
+}
+
+// Moment says when something happened.
+type Moment struct {
+	// Index is the trace entry after which the state is taken; -1 is
+	// before the first entry (or the final state of a device without a
+	// trace).
+	Index int `json:"index"`
+	// TimeUS is the entry's time_us (Unix epoch microseconds; 0 unknown),
+	// Seconds the time since the first trace entry.
+	TimeUS  int64   `json:"time_us,omitempty"`
+	Seconds float64 `json:"seconds"`
+	// Phase is the innermost annotated range open then ("" for none).
+	Phase     string `json:"phase,omitempty"`
+	Allocated int64  `json:"allocated_bytes"`
+	Reserved  int64  `json:"reserved_bytes"`
+}
+
+// MomentAt describes the moment after trace entry i.
+func (rp *Replayed) MomentAt(i int) Moment {
+	m := Moment{Index: i, Allocated: rp.AllocatedAt(i), Reserved: rp.ReservedAt(i)}
+	if t := rp.Trace(); i >= 0 && i < len(t) {
+		m.TimeUS = t[i].TimeUS
+		if first := rp.FirstTimeUS(); m.TimeUS != 0 && first != 0 {
+			m.Seconds = float64(m.TimeUS-first) / 1e6
+		}
+		m.Phase = rp.Phases.At(m.TimeUS)
+	}
+	return m
+}
+
+// State is a device's allocator state at one moment, shaped as
+// torch.cuda.memory_snapshot() segments.
+type State struct {
+	Index    int
+	Segments []snapshot.Segment
+	// AllocIndex gives, for each allocated or pending block by address,
+	// the trace entry that allocated it; blocks that are absent existed
+	// before the first entry.
+	AllocIndex map[uint64]int
+}
+
+// BornBeforeTrace reports whether a live block was allocated before the
+// recorded trace began.
+func (s *State) BornBeforeTrace(addr uint64) bool {
+	_, ok := s.AllocIndex[addr]
+	return !ok
+}
+
+// States replays the device again and captures its state after each of
+// the given trace entries (-1: before the first entry; the final state of
+// a device without a trace).
+func (rp *Replayed) States(indices ...int) ([]*State, error) {
+	order := slices.Clone(indices)
+	slices.Sort(order)
+	order = slices.Compact(order)
+	allocIdx := map[uint64]int{}
+	r, err := allocator.NewReplay(rp.Snap, allocator.ReplayOptions{Device: rp.Device, OnEvent: func(i int, e snapshot.TraceEntry, a *allocator.Allocator) {
+		if e.Action == snapshot.ActionAlloc {
+			allocIdx[e.Addr] = i
+		}
+	}})
+	if err != nil {
+		return nil, fmt.Errorf("device %d: %w", rp.Device, err)
+	}
+	got := map[int]*State{}
+	for _, i := range order {
+		if i >= 0 {
+			if err := r.RunTo(i); err != nil {
+				return nil, fmt.Errorf("device %d: %w", rp.Device, err)
+			}
+		}
+		got[i] = rp.capture(i, r.Allocator(), allocIdx)
+	}
+	out := make([]*State, len(indices))
+	for k, i := range indices {
+		out[k] = got[i]
+	}
+	return out, nil
+}
+
+func (rp *Replayed) capture(i int, a *allocator.Allocator, allocIdx map[uint64]int) *State {
+	st := &State{Index: i, Segments: a.Segments(), AllocIndex: map[uint64]int{}}
+	for si := range st.Segments {
+		seg := &st.Segments[si]
+		for bi := range seg.Blocks {
+			b := &seg.Blocks[bi]
+			if !b.State.Active() {
+				continue
+			}
+			k, during := allocIdx[b.Address]
+			if during {
+				st.AllocIndex[b.Address] = k
+			}
+			// Entries recorded without frames (context="state") leave a
+			// block stackless; the final snapshot knows the stack of a
+			// block that is still live at the end.
+			if b.Stack == snapshot.NoStack {
+				last, reused := rp.lastAlloc[b.Address]
+				if fb, ok := rp.finalActive[b.Address]; ok && fb.Size == b.Size && (during && last == k || !during && !reused) {
+					b.Stack = fb.Stack
+				}
+			}
+		}
+	}
+	return st
+}
+
+// FinalState is the snapshot's own final state of the device (its
+// segments, which the replay reproduces), with the allocation entries of
+// its live blocks.
+func (rp *Replayed) FinalState() *State {
+	st := &State{Index: len(rp.Trace()) - 1, AllocIndex: map[uint64]int{}}
+	for _, seg := range rp.Snap.DeviceSegments(rp.Device) {
+		st.Segments = append(st.Segments, *seg)
+	}
+	slices.SortStableFunc(st.Segments, func(x, y snapshot.Segment) int {
+		switch {
+		case x.Address < y.Address:
+			return -1
+		case x.Address > y.Address:
+			return 1
+		}
+		return 0
+	})
+	for a, k := range rp.lastAlloc {
+		if _, ok := rp.finalActive[a]; ok {
+			st.AllocIndex[a] = k
+		}
+	}
+	return st
+}
