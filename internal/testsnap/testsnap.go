@@ -27,9 +27,10 @@ const (
 	Activations = 5 * 100 * MiB
 	// Spike is one 1 GiB block in the second step.
 	Spike = GiB
-	// Bias is one small-pool block (1000 bytes, rounded to 1024) live at
-	// the end.
-	Bias        = 1024
+	// Bias is two small-pool blocks (1000 bytes each, rounded to 1024)
+	// live at the end, side by side in one 2 MiB segment.
+	Bias        = 2 * 1024
+	BiasCount   = 2
 	BiasRequest = 1000
 
 	// PeakAllocated is reached after the spike is allocated.
@@ -146,8 +147,10 @@ func build() (*Fixture, error) {
 		}
 		anns = append(anns, snapshot.Annotation{TimeUS: now, Name: "step", Stage: "END"})
 	}
-	if _, err := a.Malloc(BiasRequest, 0, f.BiasStack); err != nil {
-		return nil, err
+	for range BiasCount {
+		if _, err := a.Malloc(BiasRequest, 0, f.BiasStack); err != nil {
+			return nil, err
+		}
 	}
 	if _, err := a.Malloc(OOMRequest, 0, f.ActivationStack); err == nil {
 		return nil, errors.New("testsnap: the oversized allocation succeeded")

@@ -36,8 +36,8 @@ func TestFixtureMoments(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if end.Allocated != testsnap.FinalAllocated || len(end.Blocks) != testsnap.WeightCount+1 {
-		t.Errorf("end: %d bytes in %d blocks, want %d in %d", end.Allocated, len(end.Blocks), testsnap.FinalAllocated, testsnap.WeightCount+1)
+	if end.Allocated != testsnap.FinalAllocated || len(end.Blocks) != testsnap.WeightCount+testsnap.BiasCount {
+		t.Errorf("end: %d bytes in %d blocks, want %d in %d", end.Allocated, len(end.Blocks), testsnap.FinalAllocated, testsnap.WeightCount+testsnap.BiasCount)
 	}
 	// Right after the first weight is allocated.
 	ev, err := At(fx.Snapshot, 0, Moment{Kind: Event, Index: 1})

@@ -13,6 +13,7 @@ import (
 	"github.com/google/pprof/profile"
 
 	"github.com/memstat/memstat/pkg/live"
+	"github.com/memstat/memstat/pkg/report/frames"
 	"github.com/memstat/memstat/pkg/snapshot"
 )
 
@@ -40,34 +41,6 @@ type Options struct {
 	AllFrames bool
 	// Comments go into the profile (pprof -comments shows them).
 	Comments []string
-}
-
-// The display filter of PyTorch's _memory_viz.py and MemoryViz.js: frames
-// whose name or file contains one of these are never shown. The name list
-// applies to native frames only, so that a Python function such as
-// "train_start" stays.
-var (
-	hiddenNames = []string{"unwind::unwind", "CapturedTraceback::gather", "gather_with_cpp", "_start",
-		"__libc_start_main", "PyEval_", "PyObject_", "PyFunction_"}
-	hiddenFiles = []string{"core/boxing", "/Register", "/Redispatch", "pythonrun.c", "Modules/main.c",
-		"Objects/call.c", "Objects/methodobject.c", "pycore_ceval.h", "ceval.c", "cpython/abstract.h"}
-)
-
-func hidden(f snapshot.Frame) bool {
-	for _, s := range hiddenFiles {
-		if strings.Contains(f.Filename, s) {
-			return true
-		}
-	}
-	if strings.HasSuffix(f.Filename, ".py") || strings.HasPrefix(f.Filename, "<") {
-		return false
-	}
-	for _, s := range hiddenNames {
-		if strings.Contains(f.Name, s) {
-			return true
-		}
-	}
-	return false
 }
 
 // Profile builds the profile of a live state.
@@ -101,7 +74,7 @@ func Profile(st *live.State, o Options) (*profile.Profile, error) {
 		s := &profile.Sample{Value: []int64{int64(g.Blocks), g.Bytes}}
 		var ids []snapshot.FrameID
 		for _, id := range st.Stacks.Stack(g.Stack) {
-			if o.AllFrames || !hidden(st.Stacks.Frame(id)) {
+			if o.AllFrames || !frames.Hidden(st.Stacks.Frame(id)) {
 				ids = append(ids, id)
 			}
 		}

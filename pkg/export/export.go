@@ -1,0 +1,185 @@
+// Package export writes a snapshot as flat tables for data tools (pandas,
+// DuckDB, spreadsheets): its trace events, the blocks of its final state,
+// or its segments, as CSV, a JSON array or JSON Lines. Rows are written as
+// they are produced, so a trace of millions of events never becomes one
+// big string.
+package export
+
+import (
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/memstat/memstat/pkg/allocator"
+	"github.com/memstat/memstat/pkg/report/frames"
+	"github.com/memstat/memstat/pkg/snapshot"
+)
+
+// Table names what to export.
+type Table string
+
+// Tables.
+const (
+	Events   Table = "events"
+	Blocks   Table = "blocks"
+	Segments Table = "segments"
+)
+
+// ParseTable reads a table name.
+func ParseTable(s string) (Table, error) {
+	switch t := Table(s); t {
+	case Events, Blocks, Segments:
+		return t, nil
+	}
+	return "", fmt.Errorf("%q is not a table: choose events, blocks or segments", s)
+}
+
+// Columns of each table, in order.
+var (
+	EventColumns = []string{"device", "index", "time_us", "action", "addr", "size", "stream",
+		"segment", "offset", "device_free", "stack_id", "top_function", "top_file", "top_line"}
+	BlockColumns = []string{"device", "segment", "address", "offset", "size", "requested_size", "state",
+		"stream", "pool", "expandable", "stack_id", "top_function", "top_file", "top_line"}
+	SegmentColumns = []string{"device", "address", "total_size", "allocated_size", "active_size",
+		"requested_size", "stream", "pool", "pool_id", "expandable", "blocks", "stack_id",
+		"top_function", "top_file", "top_line"}
+)
+
+// Options select the rows.
+type Options struct {
+	Table  Table
+	Format Format
+	// Device limits the rows to one device; -1 exports every device.
+	Device int
+}
+
+// Write writes one table and returns its number of rows.
+func Write(w io.Writer, s *snapshot.Snapshot, o Options) (int, error) {
+	switch o.Table {
+	case Events:
+		return writeEvents(w, s, o)
+	case Blocks:
+		return writeBlocks(w, s, o)
+	case Segments:
+		return writeSegments(w, s, o)
+	}
+	return 0, fmt.Errorf("export: unknown table %q", o.Table)
+}
+
+// topFrame describes a stack by its id and the frame that names the
+// allocation site (frames.Top).
+type topFrame struct {
+	s     *snapshot.Stacks
+	cache map[snapshot.StackID][4]Value
+}
+
+func (t *topFrame) cells(id snapshot.StackID) [4]Value {
+	if c, ok := t.cache[id]; ok {
+		return c
+	}
+	c := [4]Value{Null, Null, Null, Null}
+	if id != snapshot.NoStack {
+		c[0] = I(int64(id))
+		if f, ok := frames.Top(t.s.Frames(id)); ok {
+			c[1], c[2], c[3] = S(f.Name), S(f.Filename), I(f.Line)
+		}
+	}
+	t.cache[id] = c
+	return c
+}
+
+func newTopFrame(s *snapshot.Snapshot) *topFrame {
+	return &topFrame{s: s.Stacks, cache: map[snapshot.StackID][4]Value{}}
+}
+
+func wantDevice(o Options, d int) bool { return o.Device < 0 || o.Device == d }
+
+// writeEvents replays each device's trace (follow mode) to place every
+// event in its segment: the segment (cudaMalloc'd range, or expandable
+// segment's reservation) holding the address right after the event.
+func writeEvents(w io.Writer, s *snapshot.Snapshot, o Options) (int, error) {
+	rw := newRowWriter(w, o.Format, EventColumns)
+	top := newTopFrame(s)
+	for d := range s.Devices() {
+		if !wantDevice(o, d) || len(s.Trace(d)) == 0 {
+			continue
+		}
+		r, err := allocator.NewReplay(s, allocator.ReplayOptions{Device: d, OnEvent: func(i int, e snapshot.TraceEntry, a *allocator.Allocator) {
+			seg, off, addr, free := Null, Null, U(e.Addr), Null
+			switch e.Action {
+			case snapshot.ActionOOM:
+				addr, free = Null, I(e.DeviceFree())
+			case snapshot.ActionSnapshot, snapshot.ActionUserDefined, snapshot.ActionAnnotate, snapshot.ActionUnknown:
+			default:
+				if b, ok := a.BlockAt(e.Addr); ok {
+					seg, off = U(b.RegionAddress), I(int64(e.Addr-b.RegionAddress))
+				} else if e.Action == snapshot.ActionSegmentFree || e.Action == snapshot.ActionSegmentUnmap {
+					// Released by the event itself.
+					seg, off = U(e.Addr), I(0)
+				}
+			}
+			tf := top.cells(e.Stack)
+			t := Null
+			if e.TimeUS != 0 {
+				t = I(e.TimeUS)
+			}
+			rw.row(I(int64(d)), I(int64(i)), t, S(e.Action.String()), addr, I(e.Size), I(e.Stream),
+				seg, off, free, tf[0], tf[1], tf[2], tf[3])
+		}})
+		if err != nil {
+			return rw.rows, fmt.Errorf("device %d: %w", d, err)
+		}
+		for {
+			if err := r.Step(); err != nil {
+				if errors.Is(err, io.EOF) {
+					break
+				}
+				return rw.rows, fmt.Errorf("device %d: %w", d, err)
+			}
+			if rw.err != nil {
+				return rw.rows, rw.err
+			}
+		}
+	}
+	return rw.rows, rw.close()
+}
+
+func writeBlocks(w io.Writer, s *snapshot.Snapshot, o Options) (int, error) {
+	rw := newRowWriter(w, o.Format, BlockColumns)
+	top := newTopFrame(s)
+	for i := range s.Segments {
+		seg := &s.Segments[i]
+		if !wantDevice(o, seg.Device) {
+			continue
+		}
+		for _, b := range seg.Blocks {
+			tf := top.cells(b.Stack)
+			rw.row(I(int64(seg.Device)), U(seg.Address), U(b.Address), I(int64(b.Address-seg.Address)), I(b.Size),
+				I(b.RequestedSize), S(b.State.String()), I(seg.Stream), S(seg.Pool.String()), B(seg.Expandable),
+				tf[0], tf[1], tf[2], tf[3])
+		}
+		if rw.err != nil {
+			return rw.rows, rw.err
+		}
+	}
+	return rw.rows, rw.close()
+}
+
+func writeSegments(w io.Writer, s *snapshot.Snapshot, o Options) (int, error) {
+	rw := newRowWriter(w, o.Format, SegmentColumns)
+	top := newTopFrame(s)
+	for i := range s.Segments {
+		seg := &s.Segments[i]
+		if !wantDevice(o, seg.Device) {
+			continue
+		}
+		tf := top.cells(seg.Stack)
+		rw.row(I(int64(seg.Device)), U(seg.Address), I(seg.TotalSize), I(seg.AllocatedSize), I(seg.ActiveSize),
+			I(seg.RequestedSize), I(seg.Stream), S(seg.Pool.String()), S(fmt.Sprintf("%d,%d", seg.PoolID[0], seg.PoolID[1])),
+			B(seg.Expandable), I(int64(len(seg.Blocks))), tf[0], tf[1], tf[2], tf[3])
+		if rw.err != nil {
+			return rw.rows, rw.err
+		}
+	}
+	return rw.rows, rw.close()
+}
