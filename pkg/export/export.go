@@ -11,7 +11,7 @@ import (
 	"io"
 
 	"github.com/memstat/memstat/pkg/allocator"
-	"github.com/memstat/memstat/pkg/report/frames"
+	"github.com/memstat/memstat/pkg/analysis"
 	"github.com/memstat/memstat/pkg/snapshot"
 )
 
@@ -67,9 +67,10 @@ func Write(w io.Writer, s *snapshot.Snapshot, o Options) (int, error) {
 }
 
 // topFrame describes a stack by its id and the frame that names the
-// allocation site (frames.Top).
+// allocation site (analysis.Frames.Site: the innermost frame of the
+// program's own code, when there is one).
 type topFrame struct {
-	s     *snapshot.Stacks
+	fr    *analysis.Frames
 	cache map[snapshot.StackID][4]Value
 }
 
@@ -80,7 +81,7 @@ func (t *topFrame) cells(id snapshot.StackID) [4]Value {
 	c := [4]Value{Null, Null, Null, Null}
 	if id != snapshot.NoStack {
 		c[0] = I(int64(id))
-		if f, ok := frames.Top(t.s.Frames(id)); ok {
+		if f := t.fr.Site(id); f != analysis.NoStackFrame {
 			c[1], c[2], c[3] = S(f.Name), S(f.Filename), I(f.Line)
 		}
 	}
@@ -89,7 +90,7 @@ func (t *topFrame) cells(id snapshot.StackID) [4]Value {
 }
 
 func newTopFrame(s *snapshot.Snapshot) *topFrame {
-	return &topFrame{s: s.Stacks, cache: map[snapshot.StackID][4]Value{}}
+	return &topFrame{fr: analysis.NewFrames(s.Stacks, false), cache: map[snapshot.StackID][4]Value{}}
 }
 
 func wantDevice(o Options, d int) bool { return o.Device < 0 || o.Device == d }

@@ -12,8 +12,8 @@ import (
 
 	"github.com/google/pprof/profile"
 
+	"github.com/memstat/memstat/pkg/analysis"
 	"github.com/memstat/memstat/pkg/live"
-	"github.com/memstat/memstat/pkg/report/frames"
 	"github.com/memstat/memstat/pkg/snapshot"
 )
 
@@ -74,7 +74,7 @@ func Profile(st *live.State, o Options) (*profile.Profile, error) {
 		s := &profile.Sample{Value: []int64{int64(g.Blocks), g.Bytes}}
 		var ids []snapshot.FrameID
 		for _, id := range st.Stacks.Stack(g.Stack) {
-			if o.AllFrames || !frames.Hidden(st.Stacks.Frame(id)) {
+			if o.AllFrames || !analysis.Filtered(st.Stacks.Frame(id)) {
 				ids = append(ids, id)
 			}
 		}
