@@ -325,6 +325,10 @@ func (fr *Frames) view(id snapshot.StackID) *stackView {
 		if b.Len() > 0 {
 			b.WriteByte(';')
 		}
+		if !IsPython(f) {
+			b.WriteString(NativeName(f.Name))
+			continue
+		}
 		b.WriteString(ShortFile(f.Filename))
 		b.WriteByte(':')
 		b.WriteString(strconv.FormatInt(f.Line, 10))

@@ -6,23 +6,31 @@ import (
 	"strings"
 )
 
-// Doc writes a report made of titles, paragraphs, tables and preformatted
-// blocks, as plain text or as markdown (what a PR comment shows). The
-// first write error sticks and Err returns it.
+// Doc writes a report made of section titles, lines of text, tables,
+// preformatted blocks and lists, as plain text or as markdown (what a PR
+// comment shows). Blocks (tables, preformatted text, lists) get a blank
+// line before and after them; consecutive lines do not. The first write
+// error sticks and Err returns it.
 type Doc struct {
 	w        io.Writer
 	markdown bool
 	err      error
-	// blank is true when the last thing written ended with a blank line
-	// (or nothing was written yet).
-	blank bool
-	begun bool
+	last     docPart
 }
+
+type docPart uint8
+
+const (
+	partNone docPart = iota
+	partLine
+	partBlock
+	partGap
+)
 
 // NewDoc starts a document in a text format (Markdown, or Text for
 // anything else).
 func NewDoc(w io.Writer, f Format) *Doc {
-	return &Doc{w: w, markdown: f == Markdown, blank: true}
+	return &Doc{w: w, markdown: f == Markdown}
 }
 
 // Markdown reports whether the document is markdown.
@@ -35,59 +43,54 @@ func (d *Doc) printf(format string, args ...any) {
 	_, d.err = fmt.Fprintf(d.w, format, args...)
 }
 
-// Section starts a titled section, separated from what came before by a
-// blank line.
+// Gap ends what came before with a blank line, once.
+func (d *Doc) Gap() {
+	if d.last == partLine || d.last == partBlock {
+		d.printf("\n")
+		d.last = partGap
+	}
+}
+
+// Section starts a titled section (a heading in markdown).
 func (d *Doc) Section(title string) {
 	d.Gap()
 	if d.markdown {
 		d.printf("### %s\n\n", title)
-		d.blank = true
-	} else {
-		d.printf("%s\n", title)
-		d.blank = false
+		d.last = partGap
+		return
 	}
-	d.begun = true
+	d.printf("%s\n", title)
+	d.last = partLine
 }
 
 // Line writes one line of text; in markdown each line is a paragraph of
 // its own, so that markdown does not join them.
 func (d *Doc) Line(format string, args ...any) {
-	s := fmt.Sprintf(format, args...)
+	if d.last == partBlock {
+		d.Gap()
+	}
+	d.printf("%s\n", fmt.Sprintf(format, args...))
+	d.last = partLine
 	if d.markdown {
-		d.printf("%s\n\n", s)
-		d.blank = true
-	} else {
-		d.printf("%s\n", s)
-		d.blank = false
+		d.Gap()
 	}
-	d.begun = true
 }
 
-// Gap ends the current block with a blank line, once.
-func (d *Doc) Gap() {
-	if d.begun && !d.blank {
-		d.printf("\n")
-	}
-	d.blank = true
-}
-
-// Table writes a table as its own block.
+// Table writes a table as a block.
 func (d *Doc) Table(t *Table) {
 	d.Gap()
-	if d.err != nil {
-		return
+	if d.err == nil {
+		f := Text
+		if d.markdown {
+			f = Markdown
+		}
+		d.err = t.Render(d.w, f)
 	}
-	f := Text
-	if d.markdown {
-		f = Markdown
-	}
-	d.err = t.Render(d.w, f)
-	d.blank = false
-	d.begun = true
+	d.last = partBlock
 }
 
-// Pre writes lines verbatim, indented by two spaces in text and as a code
-// block in markdown.
+// Pre writes lines verbatim as a block: indented by two spaces in text, a
+// code block in markdown.
 func (d *Doc) Pre(lines []string) {
 	d.Gap()
 	if d.markdown {
@@ -97,18 +100,16 @@ func (d *Doc) Pre(lines []string) {
 			d.printf("  %s\n", l)
 		}
 	}
-	d.blank = false
-	d.begun = true
+	d.last = partBlock
 }
 
-// List writes bullet points.
+// List writes bullet points as a block.
 func (d *Doc) List(items []string) {
 	d.Gap()
 	for _, it := range items {
 		d.printf("- %s\n", it)
 	}
-	d.blank = false
-	d.begun = true
+	d.last = partBlock
 }
 
 // Err returns the first write error.

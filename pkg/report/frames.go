@@ -12,13 +12,18 @@ type FrameJSON struct {
 	Function string `json:"function"`
 	File     string `json:"file"`
 	Line     int64  `json:"line"`
-	// Kind is "user", "library" or "internal" (analysis.ClassifyFrame).
+	// Kind is "user", "library" or "internal" (analysis.ClassifyFrame),
+	// or "none" for the stand-in of a missing stack.
 	Kind string `json:"kind"`
 }
 
 // FrameRecord turns a frame into its JSON form.
 func FrameRecord(f snapshot.Frame) FrameJSON {
-	return FrameJSON{Function: f.Name, File: f.Filename, Line: f.Line, Kind: analysis.ClassifyFrame(f).String()}
+	kind := analysis.ClassifyFrame(f).String()
+	if f == analysis.NoStackFrame || f == analysis.NoStackBeforeTrace {
+		kind = "none"
+	}
+	return FrameJSON{Function: f.Name, File: f.Filename, Line: f.Line, Kind: kind}
 }
 
 // FrameRecords turns frames into their JSON form (never nil).

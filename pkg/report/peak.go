@@ -7,6 +7,16 @@ import (
 	"github.com/memstat/memstat/pkg/analysis"
 )
 
+// AtEntryText says at which entry something happened: "at entry 1117 of
+// 1299 (+1.038934s, in forward)".
+func AtEntryText(m analysis.Moment, entries int) string {
+	s := MomentText(m, entries)
+	if m.Index >= 0 && entries > 0 {
+		s = "at" + strings.TrimPrefix(s, "after")
+	}
+	return s
+}
+
 // MomentText says when a moment was: "after entry 4321 of 6486 (+1.234567s,
 // in forward)", "before the first of 6486 trace entries", or "in the final
 // state (no trace)".
@@ -42,30 +52,81 @@ func groupColumn(by analysis.GroupBy) string {
 	return "Allocated at"
 }
 
-// GroupLabel is the text of a group's key column.
-func GroupLabel(g analysis.Group, by analysis.GroupBy) string {
+// GroupLabels names the groups of a table. Other groupings are their key;
+// stacks are named by their allocation site, then, where two groups would
+// read the same, by the innermost frame they reach through it ("site →
+// callee") and by as many callers as it takes to tell them apart ("... ←
+// caller").
+func GroupLabels(groups []analysis.Group, by analysis.GroupBy) []string {
+	out := make([]string, len(groups))
 	if by != analysis.ByStack {
-		return g.Key
+		for i, g := range groups {
+			out[i] = g.Key
+		}
+		return out
 	}
-	s := SiteLabel(g.Site, g.Stack)
-	if g.FreedAt {
-		s = analysis.FreedAtPrefix + s
+	level := make([]int, len(groups))
+	label := func(g analysis.Group, lv int) (string, bool) {
+		s := analysis.FrameString(g.Site)
+		pos := -1
+		for k, f := range g.Stack {
+			if f == g.Site {
+				pos = k
+				break
+			}
+		}
+		more := false
+		if lv >= 1 && pos > 0 {
+			s += " → " + analysis.FrameString(g.Stack[0])
+		}
+		if pos >= 0 {
+			for k := 1; k < lv && pos+k < len(g.Stack); k++ {
+				s += " ← " + analysis.FrameString(g.Stack[pos+k])
+			}
+			more = pos+lv < len(g.Stack)
+		}
+		if lv == 0 {
+			more = pos >= 0
+		}
+		if g.FreedAt {
+			s = analysis.FreedAtPrefix + s
+		}
+		return s, more
 	}
-	return s
+	for range 8 {
+		count := map[string]int{}
+		can := make([]bool, len(groups))
+		for i, g := range groups {
+			out[i], can[i] = label(g, level[i])
+			count[out[i]]++
+		}
+		changed := false
+		for i := range groups {
+			if count[out[i]] > 1 && can[i] {
+				level[i]++
+				changed = true
+			}
+		}
+		if !changed {
+			break
+		}
+	}
+	return out
 }
 
 // GroupTable lists live memory grouped like pprof's top: bytes, share of
 // the total, running share, blocks and the group, with a row for the
 // groups cut (rest, when rest.Count > 0) and a total row. numbered adds a
 // "#" column that StackLines blocks refer to.
-func GroupTable(groups []analysis.Group, rest analysis.Group, by analysis.GroupBy, total int64, numbered bool) *Table {
+// of names the total in the share's heading ("peak", "allocated").
+func GroupTable(groups []analysis.Group, rest analysis.Group, by analysis.GroupBy, total int64, numbered bool, of string) *Table {
 	t := &Table{}
 	if numbered {
 		t.Columns = append(t.Columns, Column{Name: "#", Key: "rank", Align: Right})
 	}
 	t.Columns = append(t.Columns,
 		Column{Name: "Bytes", Key: "bytes", Align: Right},
-		Column{Name: "% of peak", Key: "fraction", Align: Right},
+		Column{Name: "% of " + of, Key: "fraction", Align: Right},
 		Column{Name: "Sum %", Key: "cumulative_fraction", Align: Right},
 		Column{Name: "Blocks", Key: "blocks", Align: Right},
 		Column{Name: groupColumn(by), Key: "group"},
@@ -83,8 +144,9 @@ func GroupTable(groups []analysis.Group, rest analysis.Group, by analysis.GroupB
 		}
 		t.Add(cells...)
 	}
+	labels := GroupLabels(groups, by)
 	for i, g := range groups {
-		row(Int(int64(i+1)), g, GroupLabel(g, by))
+		row(Int(int64(i+1)), g, labels[i])
 	}
 	if rest.Count > 0 {
 		row(Blank(), rest, rest.Key)
@@ -122,4 +184,44 @@ func PhaseTable(phases []analysis.PhasePeak, entries int) *Table {
 		t.Add(Str(p.Name), ranges, Int(int64(p.Entries)), Bytes(p.PeakAllocated), Bytes(p.PeakReserved), Str(at))
 	}
 	return t
+}
+
+// GroupJSON is a group of live memory in JSON output.
+type GroupJSON struct {
+	Rank        int         `json:"rank,omitempty"`
+	Key         string      `json:"key"`
+	Label       string      `json:"label"`
+	Bytes       int64       `json:"bytes"`
+	Fraction    float64     `json:"fraction"`
+	Blocks      int         `json:"blocks"`
+	Requested   int64       `json:"requested_bytes"`
+	BeforeTrace int64       `json:"before_trace_bytes"`
+	Site        *FrameJSON  `json:"site,omitempty"`
+	Stack       []FrameJSON `json:"stack,omitempty"`
+	Hidden      int         `json:"hidden_frames,omitempty"`
+}
+
+// GroupRecords turns groups into their JSON form, labelled as
+// GroupLabels does; stacks adds their stacks.
+func GroupRecords(groups []analysis.Group, by analysis.GroupBy, stacks bool) []GroupJSON {
+	out := make([]GroupJSON, 0, len(groups))
+	for i, l := range GroupLabels(groups, by) {
+		out = append(out, GroupRecord(groups[i], i+1, l, stacks))
+	}
+	return out
+}
+
+// GroupRecord turns a group into its JSON form; rank 0 is the row of the
+// groups cut (no site), and stacks adds the stack.
+func GroupRecord(g analysis.Group, rank int, label string, stacks bool) GroupJSON {
+	j := GroupJSON{Rank: rank, Key: g.Key, Label: label, Bytes: g.Bytes, Fraction: g.Fraction, Blocks: g.Count,
+		Requested: g.Requested, BeforeTrace: g.BeforeTrace}
+	if rank > 0 {
+		site := FrameRecord(g.Site)
+		j.Site = &site
+		if stacks {
+			j.Stack, j.Hidden = FrameRecords(g.Stack), g.HiddenFrames
+		}
+	}
+	return j
 }

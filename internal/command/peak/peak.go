@@ -148,7 +148,7 @@ func writeText(opts *Options, devices []devicePeak) error {
 		doc.Line("peak allocated %s %s", report.Size(p.Allocated.Allocated), report.MomentText(p.Allocated, p.Entries))
 		doc.Line("peak reserved %s %s", report.Size(p.Reserved.Reserved), report.MomentText(p.Reserved, p.Entries))
 		doc.Line("%s", historyText(rp, p))
-		doc.Table(report.GroupTable(d.groups, d.rest, opts.by, p.LiveBytes, opts.Stacks))
+		doc.Table(report.GroupTable(d.groups, d.rest, opts.by, p.LiveBytes, opts.Stacks, "peak"))
 		if opts.Stacks {
 			for i, g := range d.groups {
 				doc.Gap()
@@ -180,20 +180,6 @@ func historyText(rp *analysis.Replayed, p *analysis.Peak) string {
 		report.Size(p.DuringTrace.Bytes), report.Plural(p.DuringTrace.Blocks, "block", "blocks"))
 }
 
-type jsonGroup struct {
-	Rank        int                `json:"rank,omitempty"`
-	Key         string             `json:"key"`
-	Label       string             `json:"label"`
-	Bytes       int64              `json:"bytes"`
-	Fraction    float64            `json:"fraction"`
-	Blocks      int                `json:"blocks"`
-	Requested   int64              `json:"requested_bytes"`
-	BeforeTrace int64              `json:"before_trace_bytes"`
-	Site        *report.FrameJSON  `json:"site,omitempty"`
-	Stack       []report.FrameJSON `json:"stack,omitempty"`
-	Hidden      int                `json:"hidden_frames,omitempty"`
-}
-
 type jsonDevice struct {
 	Device       int                  `json:"device"`
 	TorchVersion string               `json:"torch_version"`
@@ -206,23 +192,9 @@ type jsonDevice struct {
 	BeforeTrace  analysis.Share       `json:"before_trace"`
 	DuringTrace  analysis.Share       `json:"during_trace"`
 	By           string               `json:"by"`
-	Groups       []jsonGroup          `json:"groups"`
-	Rest         *jsonGroup           `json:"rest"`
+	Groups       []report.GroupJSON          `json:"groups"`
+	Rest         *report.GroupJSON           `json:"rest"`
 	Phases       []analysis.PhasePeak `json:"phases"`
-}
-
-func groupJSON(g analysis.Group, rank int, by analysis.GroupBy, stacks bool) jsonGroup {
-	j := jsonGroup{Rank: rank, Key: g.Key, Label: g.Key, Bytes: g.Bytes, Fraction: g.Fraction, Blocks: g.Count,
-		Requested: g.Requested, BeforeTrace: g.BeforeTrace}
-	if rank > 0 {
-		j.Label = report.GroupLabel(g, by)
-		site := report.FrameRecord(g.Site)
-		j.Site = &site
-		if stacks {
-			j.Stack, j.Hidden = report.FrameRecords(g.Stack), g.HiddenFrames
-		}
-	}
-	return j
 }
 
 func jsonPeak(opts *Options, devices []devicePeak) any {
@@ -236,16 +208,14 @@ func jsonPeak(opts *Options, devices []devicePeak) any {
 			Device: p.Device, TorchVersion: d.rp.Result.Version, Coverage: p.Coverage, Entries: p.Entries,
 			PeakAlloc: p.Allocated, PeakReserved: p.Reserved, LiveBytes: p.LiveBytes, LiveBlocks: len(p.Live),
 			BeforeTrace: p.BeforeTrace, DuringTrace: p.DuringTrace, By: string(opts.by),
-			Groups: []jsonGroup{}, Phases: p.Phases,
+			Groups: []report.GroupJSON{}, Phases: p.Phases,
 		}
 		if jd.Phases == nil {
 			jd.Phases = []analysis.PhasePeak{}
 		}
-		for i, g := range d.groups {
-			jd.Groups = append(jd.Groups, groupJSON(g, i+1, opts.by, opts.Stacks))
-		}
+		jd.Groups = report.GroupRecords(d.groups, opts.by, opts.Stacks)
 		if d.rest.Count > 0 {
-			r := groupJSON(d.rest, 0, opts.by, false)
+			r := report.GroupRecord(d.rest, 0, d.rest.Key, false)
 			jd.Rest = &r
 		}
 		out.Devices = append(out.Devices, jd)

@@ -1,0 +1,336 @@
+// Package diff is `memstat diff`: what changed between two snapshots
+// (memory_stats, memory live at the peak by stack, segments), matched by
+// content so that two runs of the same program compare.
+package diff
+
+import (
+	"fmt"
+	"path/filepath"
+	"slices"
+
+	"github.com/spf13/cobra"
+
+	"github.com/memstat/memstat/internal/command"
+	"github.com/memstat/memstat/internal/iostreams"
+	"github.com/memstat/memstat/pkg/analysis"
+	"github.com/memstat/memstat/pkg/report"
+	"github.com/memstat/memstat/pkg/snapshot"
+)
+
+// Options are `memstat diff`'s inputs.
+type Options struct {
+	IO            *iostreams.IOStreams
+	Before, After string
+	Output        command.OutputFlags
+	Format        report.Format
+	Top           int
+	Device        int
+	Stacks        bool
+	AllStats      bool
+	AllFrames     bool
+}
+
+// NewCmdDiff returns the diff command. runF replaces runDiff in tests of
+// flag parsing.
+func NewCmdDiff(f *command.Factory, runF func(*Options) error) *cobra.Command {
+	opts := &Options{IO: f.IO}
+	cmd := &cobra.Command{
+		Use:   "diff BEFORE AFTER",
+		Short: "What changed between two snapshots: figures, live memory by stack, segments",
+		Long: `Compare two snapshots, device by device:
+
+  - torch.cuda.memory_stats() side by side with the change, the key figures
+    first (peak allocated and reserved, current, OOMs, segments);
+  - the memory live at the peak of allocated memory, by allocation stack:
+    the stacks that grew and shrank the most, with the block sizes that
+    changed;
+  - the segments (by pool and size) that one snapshot has more of.
+
+Stacks are matched by the content of their frames (file, line, function;
+PyTorch's internal frames hidden unless --all-frames), and blocks by stack
+and size, never by address, so two runs of the same program compare even
+though their addresses and stack tables differ. Diffing a snapshot with
+itself shows no change.`,
+		Example: `  memstat diff before.pickle after.pickle
+  memstat diff before.pickle after.pickle --top 20 --stacks
+  memstat diff before.pickle after.pickle --format markdown   # for a PR comment
+  memstat diff before.pickle after.pickle --json`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) != 2 {
+				return command.FlagErrorf("want two snapshots: memstat diff BEFORE AFTER")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Before, opts.After = args[0], args[1]
+			format, err := opts.Output.Resolve()
+			if err != nil {
+				return err
+			}
+			opts.Format = format
+			if opts.Top < 1 {
+				return command.FlagErrorf("--top must be at least 1")
+			}
+			if runF != nil {
+				return runF(opts)
+			}
+			return runDiff(opts)
+		},
+	}
+	fl := cmd.Flags()
+	fl.IntVar(&opts.Top, "top", 10, "list the N stacks that grew and the N that shrank the most")
+	fl.BoolVar(&opts.Stacks, "stacks", false, "print the stack of each listed stack")
+	fl.BoolVar(&opts.AllStats, "all-stats", false, "list every memory_stats key that differs, not only the key figures")
+	command.AddDeviceFlag(cmd, &opts.Device)
+	command.AddAllFramesFlag(cmd, &opts.AllFrames)
+	command.AddOutputFlags(cmd, &opts.Output, report.Text, report.JSON, report.Markdown)
+	return cmd
+}
+
+type side struct {
+	file string
+	snap *snapshot.Snapshot
+	fr   *analysis.Frames
+}
+
+func (o *Options) load(file string) (*side, error) {
+	s, err := command.LoadSnapshot(o.IO.ErrOut, file)
+	if err != nil {
+		return nil, err
+	}
+	return &side{file: file, snap: s, fr: analysis.NewFrames(s.Stacks, o.AllFrames)}, nil
+}
+
+// deviceSide replays one device of one side (nil: the device has no data
+// there).
+func (o *Options) deviceSide(s *side, device int) (*analysis.DiffSide, string, error) {
+	if !slices.Contains(command.DevicesWithData(s.snap), device) {
+		return nil, "", nil
+	}
+	rp, err := command.ReplayDevice(o.IO.ErrOut, s.file, s.snap, device)
+	if err != nil {
+		return nil, "", err
+	}
+	p, err := analysis.FindPeak(rp)
+	if err != nil {
+		return nil, "", fmt.Errorf("%s: %w", s.file, err)
+	}
+	return &analysis.DiffSide{Replayed: rp, Frames: s.fr, Peak: p}, rp.Result.Version, nil
+}
+
+type deviceDiff struct {
+	d                 *analysis.DeviceDiff
+	vBefore, vAfter   string
+	grew, shrank      []analysis.StackDelta
+	reshaped, unmoved int
+}
+
+func runDiff(opts *Options) error {
+	before, err := opts.load(opts.Before)
+	if err != nil {
+		return err
+	}
+	after, err := opts.load(opts.After)
+	if err != nil {
+		return err
+	}
+	var devices []int
+	if opts.Device >= 0 {
+		if !slices.Contains(command.DevicesWithData(before.snap), opts.Device) && !slices.Contains(command.DevicesWithData(after.snap), opts.Device) {
+			return fmt.Errorf("device %d has no segments and no trace in %s or %s", opts.Device, opts.Before, opts.After)
+		}
+		devices = []int{opts.Device}
+	} else {
+		devices = command.DevicesWithData(before.snap)
+		for _, d := range command.DevicesWithData(after.snap) {
+			if !slices.Contains(devices, d) {
+				devices = append(devices, d)
+			}
+		}
+		slices.Sort(devices)
+	}
+	var out []deviceDiff
+	for _, d := range devices {
+		b, vb, err := opts.deviceSide(before, d)
+		if err != nil {
+			return err
+		}
+		a, va, err := opts.deviceSide(after, d)
+		if err != nil {
+			return err
+		}
+		dd := deviceDiff{d: analysis.DiffDevices(d, b, a), vBefore: vb, vAfter: va}
+		for _, s := range dd.d.Stacks {
+			switch {
+			case s.Delta() > 0:
+				if len(dd.grew) < opts.Top {
+					dd.grew = append(dd.grew, s)
+				}
+			case s.Delta() < 0:
+				if len(dd.shrank) < opts.Top {
+					dd.shrank = append(dd.shrank, s)
+				}
+			default:
+				dd.reshaped++
+			}
+		}
+		out = append(out, dd)
+	}
+	if opts.Format == report.JSON {
+		return report.WriteJSON(opts.IO.Out, jsonDiff(opts, out))
+	}
+	return writeText(opts, out)
+}
+
+func writeText(opts *Options, devices []deviceDiff) error {
+	doc := report.NewDoc(opts.IO.Out, opts.Format)
+	if len(devices) == 0 {
+		doc.Line("neither snapshot has segments or a trace")
+	}
+	for _, dd := range devices {
+		d := dd.d
+		doc.Section(fmt.Sprintf("device %d: %s → %s", d.Device, filepath.Base(opts.Before), filepath.Base(opts.After)))
+		switch {
+		case !d.InBefore:
+			doc.Line("only in the after snapshot (PyTorch %s): the before snapshot has no data for this device", dd.vAfter)
+		case !d.InAfter:
+			doc.Line("only in the before snapshot (PyTorch %s): the after snapshot has no data for this device", dd.vBefore)
+		default:
+			doc.Line("before: %s (PyTorch %s); after: %s (PyTorch %s)", filepath.Base(opts.Before), dd.vBefore, filepath.Base(opts.After), dd.vAfter)
+		}
+		if d.Same() {
+			doc.Line("no change: the same memory_stats, the same memory live at the peak by stack and block size, and the same segments")
+		}
+		var key, other []analysis.Figure
+		differ := 0
+		for _, f := range d.Figures {
+			switch {
+			case f.KeyFigure:
+				key = append(key, f)
+			case f.Delta != 0 || f.InBefore != f.InAfter:
+				differ++
+				other = append(other, f)
+			}
+		}
+		doc.Table(report.FigureTable(key, "Before", "After"))
+		if d.InBefore && d.InAfter {
+			doc.Line("fragmentation at peak reserved: %s → %s", report.Percent(d.FragmentationBefore), report.Percent(d.FragmentationAfter))
+		}
+		switch {
+		case differ > 0 && opts.AllStats:
+			doc.Line("the other memory_stats keys that differ:")
+			doc.Table(report.FigureTable(other, "Before", "After"))
+		case differ > 0:
+			doc.Line("%s of memory_stats differ too (--all-stats lists them)", report.Plural(differ, "other key", "other keys"))
+		}
+		if d.Same() {
+			continue
+		}
+		doc.Gap()
+		grew, shrank := 0, 0
+		for _, s := range d.Stacks {
+			switch {
+			case s.Delta() > 0:
+				grew++
+			case s.Delta() < 0:
+				shrank++
+			}
+		}
+		peakText := func(m *analysis.Moment) string {
+			if m == nil {
+				return "-"
+			}
+			return report.Size(m.Allocated)
+		}
+		doc.Line("live at the peak of allocated memory (%s → %s), by allocation stack, matched by frames and block sizes: %d grew, %d shrank, %d kept their bytes but changed block sizes, %d unchanged",
+			peakText(d.PeakBefore), peakText(d.PeakAfter), grew, shrank, dd.reshaped, d.Unchanged)
+		for _, part := range []struct {
+			title  string
+			stacks []analysis.StackDelta
+		}{{"grew the most", dd.grew}, {"shrank the most", dd.shrank}} {
+			if len(part.stacks) == 0 {
+				continue
+			}
+			doc.Line("%s:", part.title)
+			doc.Table(report.StackDeltaTable(part.stacks, opts.Stacks))
+			if opts.Stacks {
+				for i, s := range part.stacks {
+					doc.Line("#%d: %s", i+1, report.SignedSize(s.Delta()))
+					doc.Pre(report.StackLines(s.Stack, s.HiddenFrames, opts.AllFrames))
+				}
+			}
+		}
+		if len(d.Segments) > 0 {
+			doc.Line("segments whose number differs in the final states (by pool and size):")
+			doc.Table(report.SegmentDeltaTable(d.Segments))
+		} else if d.InBefore && d.InAfter {
+			doc.Line("segments: the same number of each pool and size in the final states")
+		}
+	}
+	return doc.Err()
+}
+
+type jsonStack struct {
+	Key          string               `json:"key"`
+	Label        string               `json:"label"`
+	Change       int64                `json:"change_bytes"`
+	BeforeBytes  int64                `json:"before_bytes"`
+	AfterBytes   int64                `json:"after_bytes"`
+	BeforeBlocks int                  `json:"before_blocks"`
+	AfterBlocks  int                  `json:"after_blocks"`
+	Sizes        []analysis.SizeDelta `json:"sizes"`
+	Site         report.FrameJSON     `json:"site"`
+	Stack        []report.FrameJSON   `json:"stack,omitempty"`
+}
+
+type jsonDevice struct {
+	Device              int                     `json:"device"`
+	InBefore            bool                    `json:"in_before"`
+	InAfter             bool                    `json:"in_after"`
+	TorchBefore         string                  `json:"torch_version_before,omitempty"`
+	TorchAfter          string                  `json:"torch_version_after,omitempty"`
+	Same                bool                    `json:"same"`
+	MemoryStats         []analysis.Figure       `json:"memory_stats"`
+	FragmentationBefore float64                 `json:"fragmentation_before"`
+	FragmentationAfter  float64                 `json:"fragmentation_after"`
+	PeakBefore          *analysis.Moment        `json:"peak_before"`
+	PeakAfter           *analysis.Moment        `json:"peak_after"`
+	Stacks              []jsonStack             `json:"stacks"`
+	UnchangedStacks     int                     `json:"unchanged_stacks"`
+	Segments            []analysis.SegmentDelta `json:"segments"`
+}
+
+func jsonDiff(opts *Options, devices []deviceDiff) any {
+	out := struct {
+		Before  string       `json:"before"`
+		After   string       `json:"after"`
+		Devices []jsonDevice `json:"devices"`
+	}{Before: opts.Before, After: opts.After, Devices: []jsonDevice{}}
+	for _, dd := range devices {
+		d := dd.d
+		jd := jsonDevice{
+			Device: d.Device, InBefore: d.InBefore, InAfter: d.InAfter, TorchBefore: dd.vBefore, TorchAfter: dd.vAfter,
+			Same: d.Same(), MemoryStats: d.Figures, FragmentationBefore: d.FragmentationBefore,
+			FragmentationAfter: d.FragmentationAfter, PeakBefore: d.PeakBefore, PeakAfter: d.PeakAfter,
+			Stacks: []jsonStack{}, UnchangedStacks: d.Unchanged, Segments: d.Segments,
+		}
+		if jd.Segments == nil {
+			jd.Segments = []analysis.SegmentDelta{}
+		}
+		groups := make([]analysis.Group, len(d.Stacks))
+		for i, s := range d.Stacks {
+			groups[i] = analysis.Group{Key: s.Key, Site: s.Site, Stack: s.Stack}
+		}
+		labels := report.GroupLabels(groups, analysis.ByStack)
+		for i, s := range d.Stacks {
+			js := jsonStack{Key: s.Key, Label: labels[i], Change: s.Delta(), BeforeBytes: s.BeforeBytes, AfterBytes: s.AfterBytes,
+				BeforeBlocks: s.BeforeCount, AfterBlocks: s.AfterCount, Sizes: s.Sizes, Site: report.FrameRecord(s.Site)}
+			if opts.Stacks {
+				js.Stack = report.FrameRecords(s.Stack)
+			}
+			jd.Stacks = append(jd.Stacks, js)
+		}
+		out.Devices = append(out.Devices, jd)
+	}
+	return out
+}

@@ -1,0 +1,272 @@
+// Package segments is `memstat segments`: a map of every segment with its
+// blocks, its fragmentation, sorted and filtered.
+package segments
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/memstat/memstat/internal/command"
+	"github.com/memstat/memstat/internal/iostreams"
+	"github.com/memstat/memstat/pkg/analysis"
+	"github.com/memstat/memstat/pkg/report"
+)
+
+// Options are `memstat segments`'s inputs.
+type Options struct {
+	IO      *iostreams.IOStreams
+	File    string
+	Output  command.OutputFlags
+	Format  report.Format
+	Sort    string
+	Pool    string
+	MinSize string
+	Stream  string
+	At      string
+	Device  int
+	Width   int
+
+	order  analysis.SegmentSort
+	filter analysis.SegmentFilter
+	at     int
+}
+
+// NewCmdSegments returns the segments command. runF replaces runSegments
+// in tests of flag parsing.
+func NewCmdSegments(f *command.Factory, runF func(*Options) error) *cobra.Command {
+	opts := &Options{IO: f.IO}
+	cmd := &cobra.Command{
+		Use:   "segments FILE [--sort size|address|free|fragmentation] [--pool small|large] [--min-size SIZE] [--stream S] [--at EVENT|peak]",
+		Short: "Map every segment: its blocks, free space and fragmentation",
+		Long: `List every segment the caching allocator holds (each cudaMalloc, or each
+mapped range of an expandable segment): address, size, pool, stream, whether
+it is expandable, its blocks summed by state (allocated, freed but pending
+on another stream, cached free), the largest free block, the rounding of its
+live blocks (internal fragmentation: size - requested) and the share of the
+segment no tensor uses, with a map of its blocks drawn as a bar:
+# allocated, = pending, . cached free. A total row ends the table.
+
+By default the state is the snapshot's own final state. --at N rebuilds the
+state after trace entry N by replaying the trace, --at peak the state at the
+peak of reserved memory. --sort orders the list (size, the default; address;
+free; fragmentation); --pool, --min-size and --stream filter it. Sizes take
+binary units (KiB, MiB, GiB) or decimal ones (KB, MB, GB).`,
+		Example: `  memstat segments snapshot.pickle
+  memstat segments snapshot.pickle --sort fragmentation --pool large --min-size 20MiB
+  memstat segments snapshot.pickle --at peak --json`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return command.FlagErrorf("want one snapshot: memstat segments FILE")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.File = args[0]
+			if err := opts.resolve(); err != nil {
+				return err
+			}
+			if runF != nil {
+				return runF(opts)
+			}
+			return runSegments(opts)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&opts.Sort, "sort", "size", "order: {size|address|free|fragmentation}")
+	fl.StringVar(&opts.Pool, "pool", "", "only segments of this pool: {small|large}")
+	fl.StringVar(&opts.MinSize, "min-size", "", "only segments of at least this size, e.g. 20MiB")
+	fl.StringVar(&opts.Stream, "stream", "", "only segments of this stream (0, or the stream's value in decimal or 0x hex)")
+	fl.StringVar(&opts.At, "at", "", "the state after trace entry N, or at the peak of reserved memory (peak); default: the final state")
+	fl.IntVar(&opts.Width, "width", 32, "cells of each segment's map")
+	command.AddDeviceFlag(cmd, &opts.Device)
+	command.AddOutputFlags(cmd, &opts.Output, report.Text, report.JSON, report.Markdown)
+	return cmd
+}
+
+func (o *Options) resolve() error {
+	format, err := o.Output.Resolve()
+	if err != nil {
+		return err
+	}
+	o.Format = format
+	if o.order, err = analysis.ParseSegmentSort(o.Sort); err != nil {
+		return command.FlagErrorf("--sort: %v", err)
+	}
+	switch o.Pool {
+	case "", "small", "large":
+		o.filter.Pool = o.Pool
+	default:
+		return command.FlagErrorf("--pool: invalid pool %q: choose small or large", o.Pool)
+	}
+	if o.MinSize != "" {
+		n, err := report.ParseSize(o.MinSize)
+		if err != nil {
+			return command.FlagErrorf("--min-size: %v", err)
+		}
+		o.filter.MinSize = n
+	}
+	if o.Stream != "" {
+		n, err := parseStream(o.Stream)
+		if err != nil {
+			return command.FlagErrorf("--stream: %v", err)
+		}
+		o.filter.Stream = &n
+	}
+	switch o.At {
+	case "":
+		o.at = analysis.AtFinal
+	case "peak":
+		o.at = analysis.AtPeak
+	default:
+		n, err := strconv.Atoi(o.At)
+		if err != nil || n < 0 {
+			return command.FlagErrorf("--at: invalid %q: want a trace entry index or peak", o.At)
+		}
+		o.at = n
+	}
+	if o.Width < 1 || o.Width > 200 {
+		return command.FlagErrorf("--width must be between 1 and 200")
+	}
+	return nil
+}
+
+// parseStream reads a stream value: decimal or 0x hex (how memstat prints
+// streams).
+func parseStream(s string) (int64, error) {
+	t := strings.ToLower(strings.TrimSpace(s))
+	if strings.HasPrefix(t, "0x") {
+		u, err := strconv.ParseUint(t[2:], 16, 64)
+		if err != nil {
+			return 0, fmt.Errorf("invalid stream %q", s)
+		}
+		return int64(u), nil
+	}
+	n, err := strconv.ParseInt(t, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("invalid stream %q", s)
+	}
+	return n, nil
+}
+
+type deviceSegments struct {
+	rp *analysis.Replayed
+	m  *analysis.SegmentMap
+}
+
+func runSegments(opts *Options) error {
+	snap, err := command.LoadSnapshot(opts.IO.ErrOut, opts.File)
+	if err != nil {
+		return err
+	}
+	devices, err := command.SelectDevices(opts.File, snap, opts.Device)
+	if err != nil {
+		return err
+	}
+	fr := analysis.NewFrames(snap.Stacks, false)
+	var out []deviceSegments
+	for _, d := range devices {
+		rp, err := command.ReplayDevice(opts.IO.ErrOut, opts.File, snap, d)
+		if err != nil {
+			return err
+		}
+		m, err := analysis.Segments(rp, fr, opts.at, opts.filter, opts.order)
+		if err != nil {
+			return fmt.Errorf("%s: %w", opts.File, err)
+		}
+		out = append(out, deviceSegments{rp, m})
+	}
+	if len(out) == 0 {
+		fmt.Fprintf(opts.IO.ErrOut, "memstat: %s: no device has segments or a trace\n", opts.File)
+	}
+	if opts.Format == report.JSON {
+		return report.WriteJSON(opts.IO.Out, jsonSegments(opts, out))
+	}
+	return writeText(opts, out)
+}
+
+func momentText(opts *Options, d deviceSegments) string {
+	entries := len(d.rp.Trace())
+	switch {
+	case d.m.Final:
+		return "the final state (the snapshot's segments)"
+	case opts.at == analysis.AtPeak:
+		return "the peak of reserved memory, " + report.MomentText(d.m.Moment, entries)
+	}
+	return "the state " + report.MomentText(d.m.Moment, entries)
+}
+
+func writeText(opts *Options, devices []deviceSegments) error {
+	doc := report.NewDoc(opts.IO.Out, opts.Format)
+	for _, d := range devices {
+		m := d.m
+		doc.Section(command.DeviceTitle(opts.File, d.rp))
+		shown := report.Plural(len(m.Segments), "segment", "segments")
+		if m.Omitted > 0 {
+			shown = fmt.Sprintf("%d of %d segments (filtered)", len(m.Segments), len(m.Segments)+m.Omitted)
+		}
+		doc.Line("%s: %s, %s reserved, %s allocated", momentText(opts, d), shown,
+			report.Size(m.Moment.Reserved), report.Size(m.Moment.Allocated))
+		if len(m.Segments) == 0 {
+			continue
+		}
+		doc.Table(report.SegmentTable(m.Segments, m.Total, opts.Width))
+		doc.Line("%s", report.BarLegend)
+		t := m.Total
+		doc.Line("fragmentation of the listed segments: internal (rounding of live blocks) %s, %s of what they hold live; external (cached free blocks) %s, %s of their size; largest free block %s",
+			report.Size(t.Rounding), report.Percent(report.Ratio(t.Rounding, t.Allocated+t.Pending)),
+			report.Size(t.Free), report.Percent(report.Ratio(t.Free, t.Size)), report.Size(t.LargestFree))
+	}
+	return doc.Err()
+}
+
+type jsonBlock struct {
+	Address   uint64 `json:"address"`
+	Size      int64  `json:"size"`
+	Requested int64  `json:"requested_size"`
+	State     string `json:"state"`
+}
+
+type jsonSegment struct {
+	analysis.SegmentInfo
+	Fragmentation float64     `json:"fragmentation"`
+	Map           string      `json:"map"`
+	Blocks        []jsonBlock `json:"blocks"`
+}
+
+type jsonDevice struct {
+	Device       int             `json:"device"`
+	TorchVersion string          `json:"torch_version"`
+	Moment       analysis.Moment `json:"moment"`
+	Final        bool            `json:"final"`
+	Segments     []jsonSegment   `json:"segments"`
+	Total        jsonSegment     `json:"total"`
+	Omitted      int             `json:"omitted"`
+}
+
+func segmentJSON(s analysis.SegmentInfo, width int) jsonSegment {
+	js := jsonSegment{SegmentInfo: s, Fragmentation: s.Fragmentation(), Map: report.SegmentBar(s.Blocks, width), Blocks: []jsonBlock{}}
+	for _, b := range s.Blocks {
+		js.Blocks = append(js.Blocks, jsonBlock{b.Address, b.Size, b.RequestedSize, b.State.String()})
+	}
+	return js
+}
+
+func jsonSegments(opts *Options, devices []deviceSegments) any {
+	out := struct {
+		File    string       `json:"file"`
+		Devices []jsonDevice `json:"devices"`
+	}{File: opts.File, Devices: []jsonDevice{}}
+	for _, d := range devices {
+		jd := jsonDevice{Device: d.m.Device, TorchVersion: d.rp.Result.Version, Moment: d.m.Moment, Final: d.m.Final,
+			Segments: []jsonSegment{}, Total: segmentJSON(d.m.Total, opts.Width), Omitted: d.m.Omitted}
+		jd.Total.Map = ""
+		for _, s := range d.m.Segments {
+			jd.Segments = append(jd.Segments, segmentJSON(s, opts.Width))
+		}
+		out.Devices = append(out.Devices, jd)
+	}
+	return out
+}
