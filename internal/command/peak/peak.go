@@ -192,8 +192,8 @@ type jsonDevice struct {
 	BeforeTrace  analysis.Share       `json:"before_trace"`
 	DuringTrace  analysis.Share       `json:"during_trace"`
 	By           string               `json:"by"`
-	Groups       []report.GroupJSON          `json:"groups"`
-	Rest         *report.GroupJSON           `json:"rest"`
+	Groups       []report.GroupJSON   `json:"groups"`
+	Rest         *report.GroupJSON    `json:"rest"`
 	Phases       []analysis.PhasePeak `json:"phases"`
 }
 
