@@ -34,6 +34,11 @@ type block struct {
 
 	stack    snapshot.StackID // context_when_allocated
 	segStack snapshot.StackID // context_when_segment_allocated
+
+	// copy is the block's counterpart in the allocator being made by
+	// clone; it is set only while clone runs (a map from old to new
+	// blocks cost more than the copy itself on large states).
+	copy *block
 }
 
 func (b *block) isSplit() bool    { return b.prev != nil || b.next != nil }

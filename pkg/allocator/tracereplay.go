@@ -677,7 +677,7 @@ func (r *Replay) followMalloc(i, j int) {
 	e := r.trace[j]
 	isAlloc := e.Action == snapshot.ActionAlloc
 	// The common cases are predicted without trying the call on a copy.
-	if isAlloc && (i == j || j == i+1 && r.trace[i].Action == snapshot.ActionSegmentAlloc) {
+	if isAlloc {
 		out, addr, allocSize := r.a.predictMalloc(e.Size, e.Stream)
 		ok := false
 		switch out {
@@ -685,7 +685,7 @@ func (r *Replay) followMalloc(i, j int) {
 			ok = i == j && addr == e.Addr
 		case outcomeNewSegment:
 			s := r.trace[i]
-			ok = j == i+1 && s.Size == allocSize && s.Addr == e.Addr && s.Stream == e.Stream
+			ok = j == i+1 && s.Action == snapshot.ActionSegmentAlloc && s.Size == allocSize && s.Addr == e.Addr && s.Stream == e.Stream
 		}
 		if ok {
 			r.win, r.cur = [2]int{i, j}, r.a
@@ -696,12 +696,19 @@ func (r *Replay) followMalloc(i, j int) {
 			}
 			// The prediction said otherwise; the state is the
 			// simulator's. Not expected: predictMalloc mirrors Malloc.
-			r.diverged(i, j, fmt.Sprintf("predicted placement not reproduced (%v)", err))
+			r.diverged(i, j, func() string { return fmt.Sprintf("predicted placement not reproduced (%v)", err) })
 			r.finish(i, j)
 			return
 		}
+		// A known outcome that differs from the recording needs no trial
+		// on a copy: the call would produce the predicted entries, which
+		// are not the recorded ones. Copying the whole state per call made
+		// traces with many such calls quadratic.
 		if out != outcomeUnknown {
-			r.force(i, j, r.describePrediction(out, addr, allocSize))
+			if isRelease(r.trace[i].Action) && r.tryEmptyCache(i, j-1) {
+				return
+			}
+			r.force(i, j, func() string { return r.describePrediction(out, addr, allocSize) })
 			return
 		}
 	}
@@ -714,7 +721,7 @@ func (r *Replay) followMalloc(i, j int) {
 	if isRelease(r.trace[i].Action) && r.tryEmptyCache(i, j-1) {
 		return
 	}
-	r.force(i, j, "simulator: "+describeEntries(got, err))
+	r.force(i, j, func() string { return "simulator: " + describeEntries(got, err) })
 }
 
 // tryCall runs the allocation of entry j on a copy of the allocator and
@@ -798,7 +805,7 @@ func (r *Replay) followRelease(i int) {
 		}
 		r.emptyCacheAt[i] = true
 	}
-	r.force(i, k-1, "no allocator call explains these segment events")
+	r.force(i, k-1, func() string { return "no allocator call explains these segment events" })
 }
 
 func (r *Replay) matched(i, j int) {
@@ -816,28 +823,40 @@ func (r *Replay) matched(i, j int) {
 
 const maxExamples = 10
 
+// wantExample reports whether another example is kept; the text of one is
+// made only then (formatting one per divergence dominated the replay of
+// traces that diverge on most entries).
+func (r *Replay) wantExample() bool {
+	return len(r.res.Fidelity.Examples) < maxExamples
+}
+
 func (r *Replay) example(s string) {
-	if f := r.res.Fidelity; len(f.Examples) < maxExamples {
-		f.Examples = append(f.Examples, s)
+	if r.wantExample() {
+		r.res.Fidelity.Examples = append(r.res.Fidelity.Examples, s)
 	}
 }
 
-func (r *Replay) diverged(i, j int, what string) {
+// diverged counts a divergence; what describes the simulator's decision.
+func (r *Replay) diverged(i, j int, what func() string) {
 	r.res.Fidelity.Divergences++
-	r.example(fmt.Sprintf("entries %d-%d (recorded %s): %s", i, j, describeEntries(r.trace[i:j+1], nil), what))
+	if r.wantExample() {
+		r.example(fmt.Sprintf("entries %d-%d (recorded %s): %s", i, j, describeEntries(r.trace[i:j+1], nil), what()))
+	}
 }
 
 func (r *Replay) unapplied(i int, why string) {
 	e := r.trace[i]
 	if r.res.Fidelity != nil {
 		r.res.Fidelity.Unapplied++
-		r.example(fmt.Sprintf("entry %d (%s %#x, %d bytes) not applied: %s", i, e.Action, e.Addr, e.Size, why))
+		if r.wantExample() {
+			r.example(fmt.Sprintf("entry %d (%s %#x, %d bytes) not applied: %s", i, e.Action, e.Addr, e.Size, why))
+		}
 	}
 }
 
 // force applies the recorded entries i..j with the Force* primitives
 // after the simulator decided otherwise.
-func (r *Replay) force(i, j int, what string) {
+func (r *Replay) force(i, j int, what func() string) {
 	r.diverged(i, j, what)
 	a := r.a
 	// The pool of the segment a call creates follows from its request.
