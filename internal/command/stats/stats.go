@@ -84,6 +84,9 @@ PyTorch version the file was written by.`,
 type fileStats struct {
 	File    string
 	Devices []*allocator.ReplayResult
+	// Sparklines holds, per device, allocated memory after each trace
+	// entry, drawn under the headline on a terminal only.
+	Sparklines [][]int64
 }
 
 func runStats(opts *Options) error {
@@ -101,7 +104,14 @@ func runStats(opts *Options) error {
 			if len(snap.Trace(d)) == 0 && len(snap.DeviceSegments(d)) == 0 {
 				continue
 			}
-			r, err := allocator.NewReplay(snap, allocator.ReplayOptions{Device: d})
+			ro := allocator.ReplayOptions{Device: d}
+			var spark []int64
+			if opts.IO.IsStdoutTTY() {
+				ro.OnEvent = func(_ int, _ snapshot.TraceEntry, a *allocator.Allocator) {
+					spark = append(spark, a.Stats().AllocatedBytes[allocator.PoolAll].Current)
+				}
+			}
+			r, err := allocator.NewReplay(snap, ro)
 			if err != nil {
 				return fmt.Errorf("%s: device %d: %w", fn, d, err)
 			}
@@ -113,6 +123,7 @@ func runStats(opts *Options) error {
 				fmt.Fprintf(opts.IO.ErrOut, "memstat: %s: device %d: %s\n", fn, d, w)
 			}
 			fs.Devices = append(fs.Devices, res)
+			fs.Sparklines = append(fs.Sparklines, spark)
 		}
 		if len(fs.Devices) == 0 {
 			fmt.Fprintf(opts.IO.ErrOut, "memstat: %s: no device has segments or a trace\n", fn)
@@ -122,7 +133,7 @@ func runStats(opts *Options) error {
 	if opts.Format == report.JSON {
 		return report.WriteJSON(opts.IO.Out, jsonStats(files))
 	}
-	return writeText(opts.IO.Out, files, opts.Format)
+	return writeText(opts.IO.Out, files, opts.Format, opts.IO.TerminalWidth())
 }
 
 // Headline is the report headline of a replay.
@@ -170,11 +181,11 @@ func jsonStats(files []fileStats) any {
 	return out
 }
 
-func writeText(w io.Writer, files []fileStats, format report.Format) error {
+func writeText(w io.Writer, files []fileStats, format report.Format, width int) error {
 	md := format == report.Markdown
 	first := true
 	for _, f := range files {
-		for _, res := range f.Devices {
+		for i, res := range f.Devices {
 			if !first {
 				fmt.Fprintln(w)
 			}
@@ -193,6 +204,10 @@ func writeText(w io.Writer, files []fileStats, format report.Format) error {
 				}
 			}
 			para(HeadlineText(res))
+			// On a terminal only: the sparkline of allocated memory.
+			if i < len(f.Sparklines) && len(f.Sparklines[i]) > 1 {
+				para(report.SparklineText(f.Sparklines[i], min(max(width-45, 20), 80)))
+			}
 			para(HistoryLine(res))
 			para(AgreementLine(res))
 			if !md {

@@ -1,0 +1,161 @@
+// Package report is `memstat report`: everything memstat knows about a
+// snapshot on one self-contained HTML page.
+package report
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+
+	"github.com/memstat/memstat/internal/atomicfile"
+	"github.com/memstat/memstat/internal/command"
+	"github.com/memstat/memstat/internal/command/stats"
+	"github.com/memstat/memstat/internal/iostreams"
+	"github.com/memstat/memstat/pkg/analysis"
+	"github.com/memstat/memstat/pkg/report/htmlreport"
+	"github.com/memstat/memstat/pkg/snapshot"
+	"github.com/memstat/memstat/pkg/timeline"
+)
+
+// Options are `memstat report`'s inputs.
+type Options struct {
+	IO     *iostreams.IOStreams
+	File   string
+	Output string
+	Device int
+	Top    int
+}
+
+// NewCmdReport returns the report command. runF replaces runReport in
+// tests of flag parsing.
+func NewCmdReport(f *command.Factory, runF func(*Options) error) *cobra.Command {
+	opts := &Options{IO: f.IO}
+	cmd := &cobra.Command{
+		Use:   "report FILE -o OUT.html [--device N]",
+		Short: "Write one self-contained HTML page: headline, timeline, peak, OOMs, stats, segments",
+		Long: `Write everything memstat finds in a snapshot on one HTML page, per device:
+the headline (peak allocated and reserved memory, fragmentation), the picture
+of memory over time, what was live at the peak of allocated memory by
+allocation stack (the stacks fold out), why each out-of-memory error
+happened, the torch.cuda.memory_stats() table and a map of the final
+segments with their blocks.
+
+The page is a single file with no script, no web font and no outside
+resource: it opens offline, and can be attached to an issue or a pull
+request as it is.`,
+		Example: `  memstat report snapshot.pickle -o report.html
+  memstat report snapshot.pickle -o report.html --device 1`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return command.FlagErrorf("want one snapshot: memstat report FILE -o OUT.html")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.File = args[0]
+			if opts.Output == "" {
+				return command.FlagErrorf("-o OUT.html is required")
+			}
+			if opts.Top < 1 {
+				return command.FlagErrorf("--top must be at least 1")
+			}
+			if runF != nil {
+				return runF(opts)
+			}
+			return runReport(opts)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVarP(&opts.Output, "output", "o", "", "HTML file to write")
+	fl.IntVar(&opts.Device, "device", -1, "report only this device (default: every device with segments or a trace)")
+	fl.IntVar(&opts.Top, "top", 15, "stacks to list live at the peak")
+	return cmd
+}
+
+func runReport(opts *Options) error {
+	snap, err := snapshot.Load(opts.File)
+	if err != nil {
+		return err
+	}
+	rep := &htmlreport.Report{File: opts.File, Warnings: snap.Warnings}
+	for _, w := range snap.Warnings {
+		fmt.Fprintf(opts.IO.ErrOut, "memstat: %s: warning: %s\n", opts.File, w)
+	}
+	devices := []int{}
+	if opts.Device >= 0 {
+		d, err := command.StateDevice(snap, opts.File, opts.Device)
+		if err != nil {
+			return err
+		}
+		devices = append(devices, d)
+	} else {
+		for d := range snap.Devices() {
+			if len(snap.Trace(d)) > 0 || len(snap.DeviceSegments(d)) > 0 {
+				devices = append(devices, d)
+			}
+		}
+		if len(devices) == 0 {
+			return fmt.Errorf("%s: no device has segments or a trace", opts.File)
+		}
+	}
+	for _, d := range devices {
+		dev, err := device(snap, d, opts)
+		if err != nil {
+			return fmt.Errorf("%s: device %d: %w", opts.File, d, err)
+		}
+		rep.Devices = append(rep.Devices, dev)
+	}
+	if err := atomicfile.Write(opts.Output, func(w io.Writer) error { return htmlreport.Write(w, rep) }); err != nil {
+		return err
+	}
+	fmt.Fprintf(opts.IO.Out, "%s: %d device(s)\n", opts.Output, len(rep.Devices))
+	return nil
+}
+
+// device runs every analysis of one device; one that fails leaves its
+// section out with a note rather than losing the page.
+func device(snap *snapshot.Snapshot, d int, opts *Options) (htmlreport.Device, error) {
+	dev := htmlreport.Device{Device: d}
+	rp, err := analysis.Replay(snap, d)
+	if err != nil {
+		return dev, err
+	}
+	res := rp.Result
+	for _, w := range res.Warnings {
+		fmt.Fprintf(opts.IO.ErrOut, "memstat: %s: device %d: %s\n", opts.File, d, w)
+	}
+	dev.Result = res
+	dev.Headline, dev.History, dev.Agreement = stats.HeadlineText(res), stats.HistoryLine(res), stats.AgreementLine(res)
+	note := func(what string, err error) {
+		dev.Notes = append(dev.Notes, fmt.Sprintf("%s could not be computed: %v", what, err))
+	}
+	if len(snap.Trace(d)) > 0 {
+		if dev.Timeline, err = timeline.Build(snap, timeline.Options{Device: d}); err != nil {
+			note("the timeline", err)
+		} else {
+			dev.Notes = append(dev.Notes, dev.Timeline.Notes...)
+		}
+	}
+	fr := analysis.NewFrames(snap.Stacks, false)
+	if p, err := analysis.FindPeak(rp); err != nil {
+		note("what was live at the peak", err)
+	} else {
+		dev.Peak = p
+		groups := analysis.GroupBlocks(p.Live, analysis.ByStack, fr, rp.Phases, p.LiveBytes)
+		dev.Groups, dev.Rest = analysis.TopGroups(groups, opts.Top)
+	}
+	if len(snap.Trace(d)) > 0 {
+		if o, err := analysis.ExplainOOMs(rp, fr); err != nil {
+			note("the out-of-memory explanations", err)
+		} else {
+			dev.OOMs = o
+		}
+	}
+	if m, err := analysis.Segments(rp, fr, analysis.AtFinal, analysis.SegmentFilter{}, analysis.SortByAddress); err != nil {
+		note("the segment map", err)
+	} else {
+		dev.Segments = m
+	}
+	return dev, nil
+}

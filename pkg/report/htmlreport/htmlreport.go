@@ -1,0 +1,373 @@
+// Package htmlreport writes a snapshot's analysis as one self-contained
+// HTML page: the headline, the timeline picture (inline SVG), what was
+// live at the peak with its stacks, the out-of-memory explanations, the
+// memory_stats table and a map of the final segments. The page has no
+// script and loads nothing: no CDN, no web font, no image file; it works
+// offline and can be attached to a bug report as it is.
+package htmlreport
+
+import (
+	"bytes"
+	"embed"
+	"fmt"
+	"html/template"
+	"io"
+	"slices"
+	"strings"
+
+	"github.com/memstat/memstat/pkg/allocator"
+	"github.com/memstat/memstat/pkg/analysis"
+	"github.com/memstat/memstat/pkg/report"
+	rplot "github.com/memstat/memstat/pkg/report/plot"
+	"github.com/memstat/memstat/pkg/snapshot"
+	"github.com/memstat/memstat/pkg/timeline"
+)
+
+//go:embed report.html.tmpl
+var files embed.FS
+
+var page = template.Must(template.New("report.html.tmpl").Funcs(template.FuncMap{
+	"size": report.Size,
+	"pct":  report.Percent,
+	"base": baseName,
+}).ParseFS(files, "report.html.tmpl"))
+
+// Report is what one page shows.
+type Report struct {
+	// File is the snapshot's name as given; Version memstat's.
+	File    string
+	Version string
+	Devices []Device
+	// Warnings are the file's reading warnings.
+	Warnings []string
+}
+
+// Device is one device's results. Everything but Result may be nil: the
+// page shows what there is and says what is missing.
+type Device struct {
+	Device int
+	Result *allocator.ReplayResult
+	// Headline, History and Agreement are the lines `memstat stats` prints.
+	Headline, History, Agreement string
+	Timeline                     *timeline.Timeline
+	Peak                         *analysis.Peak
+	// Groups are the live memory at the peak by stack, Rest what TopGroups
+	// cut.
+	Groups   []analysis.Group
+	Rest     analysis.Group
+	OOMs     *analysis.OOMReport
+	Segments *analysis.SegmentMap
+	// Notes say what could not be computed.
+	Notes []string
+}
+
+// MaxSegments bounds the segment map's rows (the largest segments are
+// kept, shown in address order).
+const MaxSegments = 400
+
+// Write renders the page.
+func Write(w io.Writer, r *Report) error {
+	v := view{File: r.File, Version: r.Version, Warnings: r.Warnings}
+	for i := range r.Devices {
+		dv, err := deviceView(r.File, &r.Devices[i])
+		if err != nil {
+			return err
+		}
+		v.Devices = append(v.Devices, dv)
+	}
+	return page.Execute(w, v)
+}
+
+type view struct {
+	File, Version string
+	Warnings      []string
+	Devices       []devView
+}
+
+type devView struct {
+	ID                           string
+	Device                       int
+	TorchVersion, Settings       string
+	Headline, History, Agreement string
+	Plot                         template.HTML
+	PlotNote                     string
+	Peak                         *peakView
+	OOMs                         []oomView
+	OOMNote                      string
+	Stats, Counters              *tableView
+	Segments                     *segView
+	Notes                        []string
+}
+
+type tableView struct {
+	Head  []cellView
+	Rows  [][]cellView
+	Class string
+}
+
+type cellView struct {
+	Text  string
+	Right bool
+}
+
+type peakView struct {
+	When   string
+	Table  *tableView
+	Stacks []stackView
+	Before string
+}
+
+type stackView struct {
+	Rank  int
+	Label string
+	Bytes string
+	Lines []string
+}
+
+type oomView struct {
+	When, Verdict, Message string
+	Facts                  [][2]string
+	Advice                 []string
+	Stack                  []string
+}
+
+type segView struct {
+	When    string
+	Total   string
+	Rows    []segRow
+	Omitted int
+}
+
+type segRow struct {
+	Address, Size, Allocated, Free, LargestFree, Frag, Pool, Site string
+	// Width is the bar's length relative to the largest segment.
+	Width string
+	Runs  []run
+}
+
+type run struct {
+	Class, Width, Title string
+}
+
+func tableOf(t *report.Table, class string) *tableView {
+	tv := &tableView{Class: class}
+	for _, c := range t.Columns {
+		tv.Head = append(tv.Head, cellView{Text: c.Name, Right: c.Align == report.Right})
+	}
+	for _, r := range t.Rows {
+		row := make([]cellView, len(t.Columns))
+		for i, c := range t.Columns {
+			if i < len(r) {
+				row[i] = cellView{Text: r[i].Text, Right: c.Align == report.Right}
+			}
+		}
+		tv.Rows = append(tv.Rows, row)
+	}
+	return tv
+}
+
+func deviceView(file string, d *Device) (devView, error) {
+	dv := devView{
+		ID: fmt.Sprintf("d%d", d.Device), Device: d.Device,
+		Headline: d.Headline, History: d.History, Agreement: d.Agreement, Notes: d.Notes,
+	}
+	if res := d.Result; res != nil {
+		dv.TorchVersion, dv.Settings = res.Version, res.Settings
+		dv.Stats = tableOf(report.StatsTable(res.Stat), "stats")
+		ct := &report.Table{Columns: []report.Column{{Name: "Counter", Key: "counter"}, {Name: "Key", Key: "key"}, {Name: "Value", Key: "value", Align: report.Right}}}
+		for _, c := range report.CounterRows {
+			ct.Add(report.Str(c.Label), report.Str(c.Stat), report.Int(res.Stat(c.Stat)))
+		}
+		dv.Counters = tableOf(ct, "counters")
+	}
+	if d.Timeline != nil {
+		var buf bytes.Buffer
+		title := fmt.Sprintf("%s, device %d", baseName(file), d.Device)
+		if err := rplot.Write(&buf, d.Timeline, rplot.SVG, rplot.Options{Title: title}); err != nil {
+			return dv, err
+		}
+		dv.Plot = template.HTML(inlineSVG(buf.String()))
+	} else {
+		dv.PlotNote = "This device has no trace, so there is no history to draw: PyTorch records one only after torch.cuda.memory._record_memory_history()."
+	}
+	if d.Peak != nil {
+		dv.Peak = peakOf(d)
+	}
+	if d.OOMs != nil {
+		for _, o := range d.OOMs.OOMs {
+			dv.OOMs = append(dv.OOMs, oomOf(o, entries(d)))
+		}
+		if len(d.OOMs.OOMs) == 0 {
+			dv.OOMNote = "The trace records no out-of-memory error."
+		}
+	}
+	if d.Segments != nil {
+		dv.Segments = segmentsOf(d.Segments, entries(d))
+	}
+	return dv, nil
+}
+
+func entries(d *Device) int {
+	if d.Result != nil {
+		return d.Result.History.Entries
+	}
+	return 0
+}
+
+func baseName(p string) string {
+	if i := strings.LastIndexAny(p, `/\`); i >= 0 {
+		return p[i+1:]
+	}
+	return p
+}
+
+// inlineSVG drops the XML prolog and comment gonum writes before the
+// <svg> element, which have no place inside HTML.
+func inlineSVG(s string) string {
+	if i := strings.Index(s, "<svg"); i >= 0 {
+		s = s[i:]
+	}
+	return s
+}
+
+func peakOf(d *Device) *peakView {
+	p := d.Peak
+	pv := &peakView{When: report.MomentText(p.Allocated, p.Entries)}
+	t := &report.Table{Columns: []report.Column{
+		{Name: "#", Key: "rank", Align: report.Right},
+		{Name: "Bytes", Key: "bytes", Align: report.Right},
+		{Name: "% of peak", Key: "fraction", Align: report.Right},
+		{Name: "Sum %", Key: "cumulative_fraction", Align: report.Right},
+		{Name: "Blocks", Key: "blocks", Align: report.Right},
+		{Name: "Allocated at", Key: "site"},
+	}}
+	var cum float64
+	for i, g := range d.Groups {
+		cum += g.Fraction
+		label := siteLabel(g)
+		t.Add(report.Int(int64(i+1)), report.Bytes(g.Bytes), report.Pct(g.Fraction), report.Pct(cum), report.Int(int64(g.Count)), report.Str(label))
+		pv.Stacks = append(pv.Stacks, stackView{
+			Rank: i + 1, Label: label, Bytes: report.Size(g.Bytes),
+			Lines: report.StackLines(g.Stack, g.HiddenFrames, false),
+		})
+	}
+	if d.Rest.Count > 0 {
+		cum += d.Rest.Fraction
+		t.Add(report.Str(""), report.Bytes(d.Rest.Bytes), report.Pct(d.Rest.Fraction), report.Pct(cum), report.Int(int64(d.Rest.Count)), report.Str(d.Rest.Key))
+	}
+	t.Add(report.Str(""), report.Bytes(p.LiveBytes), report.Pct(1), report.Str(""), report.Int(int64(len(p.Live))), report.Str("total"))
+	pv.Table = tableOf(t, "groups")
+	if p.BeforeTrace.Blocks > 0 {
+		pv.Before = fmt.Sprintf("%s in %d blocks of it was allocated before the trace began.", report.Size(p.BeforeTrace.Bytes), p.BeforeTrace.Blocks)
+	}
+	return pv
+}
+
+// siteLabel names a group by its allocation site and that site's caller.
+func siteLabel(g analysis.Group) string {
+	s := analysis.FrameString(g.Site)
+	for i, f := range g.Stack {
+		if f == g.Site && i+1 < len(g.Stack) {
+			s += " ← " + analysis.FrameString(g.Stack[i+1])
+			break
+		}
+	}
+	if g.FreedAt {
+		s = analysis.FreedAtPrefix + s
+	}
+	return s
+}
+
+func oomOf(o analysis.OOM, n int) oomView {
+	ov := oomView{When: report.MomentText(o.Moment, n), Verdict: string(o.Verdict), Message: o.Message}
+	ov.Facts = [][2]string{
+		{"Requested (rounded)", report.Size(o.Requested)},
+		{"Pool, stream", fmt.Sprintf("%s, %d", o.Pool, o.Stream)},
+		{"Allocated", report.Size(o.Allocated)},
+		{"Reserved", report.Size(o.Reserved)},
+		{"Free in the cache", fmt.Sprintf("%s in %d blocks (largest %s; largest in the pool %s)", report.Size(o.FreeBytes), o.FreeBlocks, report.Size(o.LargestFree), report.Size(o.LargestInPool))},
+		{"Free on the device", report.Size(o.DeviceFree)},
+	}
+	if o.Shortfall > 0 {
+		ov.Facts = append(ov.Facts, [2]string{"Missing with every free byte counted", report.Size(o.Shortfall)})
+	}
+	for _, a := range o.Advice {
+		ov.Advice = append(ov.Advice, string(a))
+	}
+	ov.Stack = report.StackLines(o.Stack, o.HiddenFrames, false)
+	return ov
+}
+
+func segmentsOf(m *analysis.SegmentMap, n int) *segView {
+	sv := &segView{When: report.MomentText(m.Moment, n)}
+	if m.Final {
+		sv.When = "the snapshot's final state"
+	}
+	sv.Total = fmt.Sprintf("%d segments, %s reserved, %s allocated, %s free", len(m.Segments), report.Size(m.Total.Size), report.Size(m.Total.Allocated), report.Size(m.Total.Free))
+	segs := m.Segments
+	if len(segs) > MaxSegments {
+		segs = slices.Clone(segs)
+		slices.SortStableFunc(segs, func(a, b analysis.SegmentInfo) int { return int(min(max(b.Size-a.Size, -1), 1)) })
+		sv.Omitted = len(segs) - MaxSegments
+		segs = segs[:MaxSegments]
+		slices.SortFunc(segs, func(a, b analysis.SegmentInfo) int {
+			if a.Address < b.Address {
+				return -1
+			}
+			return 1
+		})
+	}
+	var largest int64
+	for _, s := range segs {
+		largest = max(largest, s.Size)
+	}
+	for _, s := range segs {
+		row := segRow{
+			Address: fmt.Sprintf("%#x", s.Address), Size: report.Size(s.Size),
+			Allocated: report.Size(s.Allocated), Free: report.Size(s.Free), LargestFree: report.Size(s.LargestFree),
+			Frag: report.Percent(s.Fragmentation()), Pool: s.Pool, Site: analysis.FrameString(s.Site),
+			Width: fmt.Sprintf("%.3f%%", 100*float64(s.Size)/float64(max(largest, 1))),
+		}
+		if s.Expandable {
+			row.Pool += ", expandable"
+		}
+		row.Runs = runsOf(s)
+		sv.Rows = append(sv.Rows, row)
+	}
+	return sv
+}
+
+// runsOf turns a segment's blocks into runs of one state, so a segment of
+// thousands of small blocks stays a handful of elements.
+func runsOf(s analysis.SegmentInfo) []run {
+	var out []run
+	var cur string
+	var bytes, blocks int64
+	flush := func() {
+		if blocks == 0 {
+			return
+		}
+		title := fmt.Sprintf("%s: %s in %d block", cur, report.Size(bytes), blocks)
+		if blocks > 1 {
+			title += "s"
+		}
+		out = append(out, run{Class: cur, Width: fmt.Sprintf("%.4f%%", 100*float64(bytes)/float64(max(s.Size, 1))), Title: title})
+	}
+	for _, b := range s.Blocks {
+		class := "free"
+		switch b.State {
+		case snapshot.ActiveAllocated:
+			class = "allocated"
+		case snapshot.ActivePendingFree:
+			class = "pending"
+		}
+		if class != cur {
+			flush()
+			cur, bytes, blocks = class, 0, 0
+		}
+		bytes += b.Size
+		blocks++
+	}
+	flush()
+	return out
+}
