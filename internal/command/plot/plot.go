@@ -141,7 +141,11 @@ func Summary(tl *timeline.Timeline) string {
 	default:
 		s += fmt.Sprintf(", %d out-of-memory errors", n)
 	}
-	if n := len(tl.Phases); n > 0 {
+	switch n := len(tl.Phases); n {
+	case 0:
+	case 1:
+		s += ", 1 annotated phase"
+	default:
 		s += fmt.Sprintf(", %d annotated phases", n)
 	}
 	return s

@@ -1,0 +1,158 @@
+package plot
+
+import (
+	"bytes"
+	"encoding/xml"
+	"image/png"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/memstat/memstat/internal/command"
+	"github.com/memstat/memstat/internal/iostreams"
+	"github.com/memstat/memstat/internal/realdata"
+	"github.com/memstat/memstat/internal/testsnap"
+	"github.com/memstat/memstat/pkg/snapshot"
+)
+
+func execPlot(t *testing.T, args ...string) (string, string, error) {
+	t.Helper()
+	ios, _, out, errOut := iostreams.Test()
+	cmd := NewCmdPlot(&command.Factory{IO: ios}, nil)
+	cmd.SetArgs(args)
+	cmd.SetOut(out)
+	cmd.SetErr(errOut)
+	cmd.SilenceUsage, cmd.SilenceErrors = true, true
+	err := cmd.Execute()
+	return out.String(), errOut.String(), err
+}
+
+func TestFlags(t *testing.T) {
+	for _, c := range []struct {
+		args    []string
+		wantErr string
+		check   func(*Options) bool
+	}{
+		{[]string{"a.pickle", "-o", "m.png"}, "", func(o *Options) bool { return o.format == "png" && o.Device == -1 && !o.Pools }},
+		{[]string{"a.pickle", "-o", "m.SVG", "--pools", "--device", "1", "--from", "1.5s", "--to", "900"}, "", func(o *Options) bool {
+			return o.format == "svg" && o.Pools && o.Device == 1 && o.from.ByTime && o.to.Index == 900
+		}},
+		{[]string{"a.pickle"}, "-o OUT.svg or -o OUT.png is required", nil},
+		{[]string{"a.pickle", "-o", "m.pdf"}, "use .svg or .png", nil},
+		{[]string{"a.pickle", "-o", "m.png", "--from", "soon"}, "--from", nil},
+		{[]string{"-o", "m.png"}, "want one snapshot", nil},
+	} {
+		var got *Options
+		ios, _, _, _ := iostreams.Test()
+		cmd := NewCmdPlot(&command.Factory{IO: ios}, func(o *Options) error { got = o; return nil })
+		cmd.SetArgs(c.args)
+		cmd.SilenceUsage, cmd.SilenceErrors = true, true
+		cmd.SetOut(io.Discard)
+		err := cmd.Execute()
+		if c.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), c.wantErr) {
+				t.Errorf("%v: err %v, want %q", c.args, err, c.wantErr)
+			}
+			continue
+		}
+		if err != nil || !c.check(got) {
+			t.Errorf("%v: err %v, options %+v", c.args, err, got)
+		}
+	}
+}
+
+// TestRealPNG draws real training snapshots: a PNG of the expected size,
+// and an SVG that parses as XML with paths and text.
+func TestRealPNGAndSVG(t *testing.T) {
+	for _, name := range []string{"sidsoc12", "bcrafton"} {
+		in := realdata.File(t, name)
+		dir := t.TempDir()
+		pngPath, svgPath := filepath.Join(dir, "m.png"), filepath.Join(dir, "m.svg")
+		stdout, _, err := execPlot(t, in, "-o", pngPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(stdout, "peak allocated") || !strings.Contains(stdout, "annotated phase") {
+			t.Errorf("%s: summary %q", name, stdout)
+		}
+		f, err := os.Open(pngPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		img, err := png.Decode(f)
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b := img.Bounds(); b.Dx() != 1056 || b.Dy() != 432 {
+			t.Errorf("%s: PNG %v", name, b)
+		}
+		if _, _, err := execPlot(t, in, "-o", svgPath, "--pools"); err != nil {
+			t.Fatal(err)
+		}
+		data, err := os.ReadFile(svgPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dec := xml.NewDecoder(bytes.NewReader(data))
+		counts := map[string]int{}
+		for {
+			tok, err := dec.Token()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatalf("%s: SVG is not XML: %v", name, err)
+			}
+			if se, ok := tok.(xml.StartElement); ok {
+				counts[se.Name.Local]++
+			}
+		}
+		if counts["svg"] != 1 || counts["path"] < 10 || counts["text"] < 10 {
+			t.Errorf("%s: SVG elements %v", name, counts)
+		}
+		if !bytes.Contains(data, []byte("reserved, large pool")) || !bytes.Contains(data, []byte(filepath.Base(in))) {
+			t.Errorf("%s: SVG lacks the pool legend or the title", name)
+		}
+	}
+}
+
+func TestWindowAndErrors(t *testing.T) {
+	fx := testsnap.Build(t)
+	dir := t.TempDir()
+	in := filepath.Join(dir, "fixture.pickle")
+	if err := snapshot.WriteFile(in, fx.Snapshot); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "w.svg")
+	stdout, _, err := execPlot(t, in, "-o", out, "--from", "10", "--to", "20")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(stdout, "trace entries 10 to 20 of") {
+		t.Errorf("summary %q", stdout)
+	}
+	// A snapshot without a trace has nothing to draw: one line naming
+	// the file, and no picture.
+	noTrace := *fx.Snapshot
+	noTrace.Traces = nil
+	in2 := filepath.Join(dir, "notrace.pickle")
+	if err := snapshot.WriteFile(in2, &noTrace); err != nil {
+		t.Fatal(err)
+	}
+	out2 := filepath.Join(dir, "none.png")
+	if _, _, err := execPlot(t, in2, "-o", out2); err == nil || !strings.Contains(err.Error(), "notrace.pickle") || !strings.Contains(err.Error(), "no device has a trace") {
+		t.Errorf("no trace: %v", err)
+	}
+	if _, err := os.Stat(out2); !os.IsNotExist(err) {
+		t.Error("a failed plot left a file")
+	}
+	if _, _, err := execPlot(t, in, "-o", out, "--from", "1000000"); err == nil {
+		t.Error("a window past the trace gave no error")
+	}
+	if _, _, err := execPlot(t, filepath.Join(dir, "missing.pickle"), "-o", out); err == nil || command.ExitCode(err) != command.ExitError {
+		t.Errorf("missing file: %v", err)
+	}
+}
