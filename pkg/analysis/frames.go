@@ -63,24 +63,26 @@ func Filtered(f snapshot.Frame) bool {
 	return false
 }
 
-// IsPython reports whether a frame is Python code (a .py file or a
-// pseudo-file such as "<string>" or "<frozen runpy>") rather than a native
-// frame of stacks="all" (C++ frames have "??", "" or a C/C++ source file,
-// and line 0 when unknown).
+// IsPython reports whether a frame is Python code (or another source the
+// program's author wrote: a .py file, a pseudo-file such as "<string>" or
+// "<frozen runpy>", a notebook cell) rather than a native frame of
+// stacks="all": those have "??" or "" for a file, or a C/C++ source or
+// object file, and line 0 when unknown.
 func IsPython(f snapshot.Frame) bool {
 	fn := f.Filename
-	if strings.HasPrefix(fn, "<") {
+	switch {
+	case strings.HasPrefix(fn, "<"):
 		return true
-	}
-	i := strings.LastIndexByte(fn, '.')
-	if i < 0 {
+	case fn == "" || fn == "??" || f.Line <= 0:
 		return false
 	}
-	switch strings.ToLower(fn[i+1:]) {
-	case "py", "pyx", "pyi":
-		return true
+	if i := strings.LastIndexByte(fn, '.'); i >= 0 {
+		switch strings.ToLower(fn[i+1:]) {
+		case "c", "cc", "cpp", "cxx", "c++", "h", "hh", "hpp", "hxx", "inl", "cu", "cuh", "s", "o", "so":
+			return false
+		}
 	}
-	return false
+	return true
 }
 
 // slashed returns a filename with Windows separators turned into '/'.
@@ -273,11 +275,21 @@ func (fr *Frames) view(id snapshot.StackID) *stackView {
 	}
 	if !found {
 		// Native frames only: an allocation of the autograd engine's
-		// thread is best named by the backward node that made it.
+		// thread is best named by the backward node that made it (the
+		// frame the engine's Node::operator() calls: a generated
+		// XBackward0::apply, AccumulateGrad::apply for gradients, ...).
+		for i, f := range frames {
+			if i > 0 && strings.Contains(f.Name, "torch::autograd::Node::operator()") {
+				v.site, found = frames[i-1], true
+				break
+			}
+		}
 		for _, f := range frames {
+			if found {
+				break
+			}
 			if strings.Contains(f.Name, "autograd::generated::") && strings.Contains(f.Name, "Backward") {
 				v.site, found = f, true
-				break
 			}
 		}
 	}

@@ -1,0 +1,46 @@
+// Package cmdtest runs a memstat command in a test, with buffers for its
+// streams, and returns what it printed with the folders of the files it
+// was given cut, so that golden files do not depend on where the checkout
+// or a temporary folder is.
+package cmdtest
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/spf13/cobra"
+
+	"github.com/memstat/memstat/internal/command"
+	"github.com/memstat/memstat/internal/iostreams"
+)
+
+// Run executes the command newCmd builds with args and returns its stdout,
+// its stderr and its error.
+func Run(t testing.TB, newCmd func(*command.Factory) *cobra.Command, args ...string) (string, string, error) {
+	t.Helper()
+	ios, _, out, errOut := iostreams.Test()
+	cmd := newCmd(&command.Factory{IO: ios, Getenv: os.Getenv})
+	cmd.SetArgs(args)
+	cmd.SetOut(out)
+	cmd.SetErr(errOut)
+	cmd.SilenceUsage, cmd.SilenceErrors = true, true
+	err := cmd.Execute()
+	o, e := out.String(), errOut.String()
+	for _, a := range args {
+		if !strings.ContainsRune(a, os.PathSeparator) {
+			continue
+		}
+		dir := filepath.Dir(a) + string(os.PathSeparator)
+		o, e = strings.ReplaceAll(o, dir, ""), strings.ReplaceAll(e, dir, "")
+	}
+	return o, e, err
+}
+
+// IsFlagError reports whether err is a usage mistake whose text contains
+// want.
+func IsFlagError(err error, want string) bool {
+	_, ok := err.(*command.FlagError)
+	return ok && strings.Contains(err.Error(), want)
+}
