@@ -60,8 +60,8 @@ func TestShortFileAndNames(t *testing.T) {
 	}
 	for in, want := range map[string]string{
 		"torch::autograd::generated::MulBackward0::apply(std::vector<at::Tensor, std::allocator<at::Tensor> >&&)": "torch::autograd::generated::MulBackward0::apply",
-		"at::TensorBase at::detail::_empty_generic<long>(c10::ArrayRef<long>)":                                   "at::detail::_empty_generic<long>",
-		"at::(anonymous namespace)::create_out(c10::ArrayRef<long>)":                                             "at::create_out",
+		"at::TensorBase at::detail::_empty_generic<long>(c10::ArrayRef<long>)":                                    "at::detail::_empty_generic<long>",
+		"at::(anonymous namespace)::create_out(c10::ArrayRef<long>)":                                              "at::create_out",
 		"clone": "clone",
 	} {
 		if got := NativeName(in); got != want {
