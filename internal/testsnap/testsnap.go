@@ -53,8 +53,9 @@ type Fixture struct {
 	PeakIndex int
 	// OOMIndex is the oom entry.
 	OOMIndex int
-	// Stack ids of the weights, activations, spike and bias allocations.
-	WeightStack, ActivationStack, SpikeStack, BiasStack snapshot.StackID
+	// Stack ids of the weights, activations, spike and bias allocations,
+	// and of the frees.
+	WeightStack, ActivationStack, SpikeStack, BiasStack, FreeStack snapshot.StackID
 }
 
 // Frames of the stacks, innermost first, as PyTorch stores them.
@@ -75,6 +76,11 @@ var (
 		{Name: "attention", Filename: "model.py", Line: 50},
 		{Name: "forward", Filename: "model.py", Line: 31},
 		{Name: "step", Filename: "train.py", Line: 20},
+		{Name: "main", Filename: "train.py", Line: 8},
+	}
+	FreeFrames = []snapshot.Frame{
+		{Name: "backward", Filename: "torch/_tensor.py", Line: 500},
+		{Name: "step", Filename: "train.py", Line: 24},
 		{Name: "main", Filename: "train.py", Line: 8},
 	}
 	BiasFrames = []snapshot.Frame{
@@ -102,6 +108,7 @@ func build() (*Fixture, error) {
 		ActivationStack: stacks.InternFrames(ActivationFrames),
 		SpikeStack:      stacks.InternFrames(SpikeFrames),
 		BiasStack:       stacks.InternFrames(BiasFrames),
+		FreeStack:       stacks.InternFrames(FreeFrames),
 	}
 	const startUS = 1_700_000_000_000_000
 	now := int64(startUS)
@@ -141,7 +148,7 @@ func build() (*Fixture, error) {
 			live = append(live, p)
 		}
 		for _, p := range live {
-			if err := a.Free(p, snapshot.NoStack); err != nil {
+			if err := a.Free(p, f.FreeStack); err != nil {
 				return nil, err
 			}
 		}

@@ -8,6 +8,7 @@ package live
 import (
 	"cmp"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 
@@ -119,13 +120,44 @@ func At(s *snapshot.Snapshot, device int, m Moment) (*State, error) {
 	a := r.Allocator()
 	stats := a.Stats()
 	st.Allocated = stats.AllocatedBytes[allocator.PoolAll].Current
+	unknown := freedFirst(trace)
 	a.Blocks(func(b allocator.BlockInfo) bool {
 		if b.State == snapshot.ActiveAllocated {
+			if next, ok := unknown[b.Address]; ok && next > st.Index {
+				// Allocated before the trace and freed in it: the replay's
+				// starting state knows the block only from its free entry,
+				// whose stack is where it was freed, not allocated.
+				b.Stack = snapshot.NoStack
+			}
 			st.Blocks = append(st.Blocks, b)
 		}
 		return true
 	})
 	return st, nil
+}
+
+// freedFirst finds the blocks allocated before the trace began and freed
+// in it: the addresses whose first trace event is a free, each with the
+// index of the first alloc entry at that address after it (MaxInt when
+// none), after which a live block there is a new allocation.
+func freedFirst(trace []snapshot.TraceEntry) map[uint64]int {
+	seen := map[uint64]bool{}
+	out := map[uint64]int{}
+	for i, e := range trace {
+		switch e.Action {
+		case snapshot.ActionAlloc:
+			if next, ok := out[e.Addr]; ok && next == math.MaxInt {
+				out[e.Addr] = i
+			}
+			seen[e.Addr] = true
+		case snapshot.ActionFreeRequested, snapshot.ActionFreeCompleted, snapshot.ActionFree:
+			if !seen[e.Addr] {
+				out[e.Addr] = math.MaxInt
+			}
+			seen[e.Addr] = true
+		}
+	}
+	return out
 }
 
 // StackGroup is the allocated blocks that share an allocation stack.

@@ -52,6 +52,38 @@ func TestFixtureMoments(t *testing.T) {
 	}
 }
 
+// TestBeforeTraceBlocks: a trace that starts mid-run, after the first
+// step's activations were allocated: when they are still live, their stack
+// is unknown (the trace shows only where they are freed), while the
+// weights, live to the end, keep the stack the final snapshot gives them.
+func TestBeforeTraceBlocks(t *testing.T) {
+	fx := testsnap.Build(t)
+	s := *fx.Snapshot
+	full := s.Traces[0]
+	cut := -1
+	for i, e := range full {
+		if e.Action == snapshot.ActionFreeRequested {
+			cut = i
+			break
+		}
+	}
+	s.Traces = [][]snapshot.TraceEntry{full[cut:]}
+	st, err := At(&s, 0, Moment{Kind: Event, Index: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	byStack := map[snapshot.StackID]int64{}
+	for _, g := range st.ByStack() {
+		byStack[g.Stack] = g.Bytes
+	}
+	if byStack[fx.FreeStack] != 0 {
+		t.Errorf("%d bytes charged to the free's stack", byStack[fx.FreeStack])
+	}
+	if byStack[snapshot.NoStack] != 4*100*testsnap.MiB || byStack[fx.WeightStack] != testsnap.Weights {
+		t.Errorf("by stack %v: want the 4 live activations without a stack and the weights with theirs", byStack)
+	}
+}
+
 func TestParseMoment(t *testing.T) {
 	for in, want := range map[string]Moment{"peak": {Kind: Peak}, "end": {Kind: End}, "42": {Kind: Event, Index: 42}} {
 		if got, err := ParseMoment(in); err != nil || got != want {
