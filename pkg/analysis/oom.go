@@ -114,6 +114,9 @@ const (
 	// Fragmentation: the device's free memory plus the cache's free blocks
 	// would have held the request, but no free range was large enough.
 	Fragmentation Verdict = "fragmentation"
+	// RequestTooLarge: the request alone exceeds all the memory the
+	// process could have had (free + reserved), whatever else is freed.
+	RequestTooLarge Verdict = "request too large"
 	// OtherLimit: the device had the memory free, yet the allocation
 	// failed: a memory fraction (set_per_process_memory_fraction) or a
 	// driver limit refused it.
@@ -164,8 +167,8 @@ type OOM struct {
 	HiddenFrames int              `json:"hidden_frames"`
 	Verdict      Verdict          `json:"verdict"`
 	// Shortfall is how much memory was missing with every free byte (the
-	// device's and the cache's) counted: positive only for
-	// TooMuchLiveMemory.
+	// device's and the cache's) counted, for TooMuchLiveMemory; for
+	// RequestTooLarge, how much the request exceeds DeviceTotal.
 	Shortfall int64 `json:"shortfall_bytes"`
 	// ExpandableSegments says whether expandable segments were on.
 	ExpandableSegments bool     `json:"expandable_segments"`
@@ -265,6 +268,10 @@ func (rp *Replayed) explainOOM(e snapshot.TraceEntry, st *State, fr *Frames, v a
 	}).Error()
 
 	switch {
+	case o.AllocSize > o.DeviceTotal:
+		o.Verdict = RequestTooLarge
+		o.Shortfall = o.AllocSize - o.DeviceTotal
+		o.Advice = []Advice{AdviseReduceBatch, AdviseOtherProcesses}
 	case o.DeviceFree >= o.AllocSize:
 		o.Verdict = OtherLimit
 		o.Advice = []Advice{AdviseCheckFraction, AdviseEmptyCacheUseless}

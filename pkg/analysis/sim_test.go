@@ -143,6 +143,18 @@ func TestOOMDifferential(t *testing.T) {
 			t.Errorf("holders %+v", o.Holders)
 		}
 	})
+	t.Run("request too large", func(t *testing.T) {
+		r := newSimRun(t, "", 100*mib, 0)
+		r.alloc(10*mib, 10)
+		err := r.oom(200*mib, 11)
+		rep, e := ExplainOOMs(r.replay(), NewFrames(r.stacks, false))
+		if e != nil {
+			t.Fatal(e)
+		}
+		if o := rep.OOMs[0]; o.Message != err.Error() || o.Verdict != RequestTooLarge || o.Shortfall != 100*mib {
+			t.Errorf("verdict %s shortfall %d message %q", o.Verdict, o.Shortfall, o.Message)
+		}
+	})
 	t.Run("expandable", func(t *testing.T) {
 		r := newSimRun(t, "expandable_segments:True", 64*mib, 0)
 		r.alloc(30*mib, 10)

@@ -46,6 +46,9 @@ func VerdictText(o *analysis.OOM) string {
 		return fmt.Sprintf("too much live memory: live tensors held %s, and the request needed %s more, but PyTorch could use at most %s (%s free on the device + %s reserved). Even with every free byte reused (%s on the device, %s cached in free blocks), %s was missing: fragmentation is not the problem.",
 			Size(o.Allocated), Size(o.AllocSize), Size(o.DeviceTotal), Size(o.DeviceFree), Size(o.Reserved),
 			Size(o.DeviceFree), Size(o.FreeBytes), Size(o.Shortfall))
+	case analysis.RequestTooLarge:
+		return fmt.Sprintf("the request alone is too large: %s is more than all the %s PyTorch could use (%s free on the device + %s reserved), so it cannot fit whatever else is freed.",
+			Size(o.AllocSize), Size(o.DeviceTotal), Size(o.DeviceFree), Size(o.Reserved))
 	case analysis.Fragmentation:
 		return fmt.Sprintf("fragmentation: the memory existed but not in one piece. The device had %s free and the cache %s in %s, together at least the %s requested, but the largest free block of the %s pool on this stream was %s, and the cached free space lies in segments that also hold live tensors, so it could neither be reused for the request nor released to make room.",
 			Size(o.DeviceFree), Size(o.FreeBytes), Plural(o.FreeBlocks, "free block", "free blocks"), Size(o.AllocSize),
@@ -67,10 +70,17 @@ func AdviceText(o *analysis.OOM) []string {
 			out = append(out, fmt.Sprintf("Or set PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:%d: cached blocks of that size or more are then never split for smaller requests, and on an OOM the allocator frees them and retries.",
 				suggestMaxSplitMiB(o.AllocSize)))
 		case analysis.AdviseReduceBatch:
-			if o.Verdict == analysis.TooMuchLiveMemory {
+			switch {
+			case o.Verdict == analysis.RequestTooLarge:
+				out = append(out, fmt.Sprintf("Make this tensor smaller: a smaller batch, sequence length or vocabulary chunk, or split the computation (chunked loss, attention in blocks); it must shrink by at least %s, more for what else is live.",
+					Size(o.Shortfall)))
+			case o.Verdict == analysis.TooMuchLiveMemory && o.Shortfall < o.Allocated:
 				out = append(out, fmt.Sprintf("Reduce the batch size (or sequence length, or model size): live memory must shrink by at least %s (%s of the %s live) for this allocation to fit, more for the allocations after it.",
 					Size(o.Shortfall), Percent(Ratio(o.Shortfall, o.Allocated)), Size(o.Allocated)))
-			} else {
+			case o.Verdict == analysis.TooMuchLiveMemory:
+				out = append(out, fmt.Sprintf("Reduce the batch size (or sequence length, or model size): %s was missing, more than all the live memory (%s).",
+					Size(o.Shortfall), Size(o.Allocated)))
+			default:
 				out = append(out, "A smaller batch also helps: less live memory leaves the cache's fragments more room.")
 			}
 		case analysis.AdviseCheckpointing:

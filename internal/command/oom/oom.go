@@ -190,7 +190,7 @@ func writeState(doc *report.Doc, opts *Options, ms *analysis.MemoryState) {
 	doc.Line("state: %s", report.StateText(ms))
 	doc.Table(report.FreeSpaceTable(ms))
 	doc.Gap()
-	doc.Line("who held the memory (the %s holding the most):", report.Plural(len(ms.Holders), "stack", "stacks"))
+	doc.Line("who held the memory, by allocation stack:")
 	doc.Table(report.GroupTable(ms.Holders, analysis.Group{}, analysis.ByStack, ms.Allocated, opts.Stacks, "allocated"))
 	if opts.Stacks {
 		for i, g := range ms.Holders {
