@@ -125,10 +125,10 @@ type stackView struct {
 }
 
 type oomView struct {
-	When, Verdict, Message string
-	Facts                  [][2]string
-	Advice                 []string
-	Stack                  []string
+	When, Verdict, Explanation, Message string
+	Facts                               [][2]string
+	Advice                              []string
+	Stack                               []string
 }
 
 type segView struct {
@@ -233,53 +233,23 @@ func inlineSVG(s string) string {
 func peakOf(d *Device) *peakView {
 	p := d.Peak
 	pv := &peakView{When: report.MomentText(p.Allocated, p.Entries)}
-	t := &report.Table{Columns: []report.Column{
-		{Name: "#", Key: "rank", Align: report.Right},
-		{Name: "Bytes", Key: "bytes", Align: report.Right},
-		{Name: "% of peak", Key: "fraction", Align: report.Right},
-		{Name: "Sum %", Key: "cumulative_fraction", Align: report.Right},
-		{Name: "Blocks", Key: "blocks", Align: report.Right},
-		{Name: "Allocated at", Key: "site"},
-	}}
-	var cum float64
+	// The same table and labels as `memstat peak`.
+	pv.Table = tableOf(report.GroupTable(d.Groups, d.Rest, analysis.ByStack, p.LiveBytes, true, "peak"), "groups")
+	labels := report.GroupLabels(d.Groups, analysis.ByStack)
 	for i, g := range d.Groups {
-		cum += g.Fraction
-		label := siteLabel(g)
-		t.Add(report.Int(int64(i+1)), report.Bytes(g.Bytes), report.Pct(g.Fraction), report.Pct(cum), report.Int(int64(g.Count)), report.Str(label))
 		pv.Stacks = append(pv.Stacks, stackView{
-			Rank: i + 1, Label: label, Bytes: report.Size(g.Bytes),
+			Rank: i + 1, Label: labels[i], Bytes: report.Size(g.Bytes),
 			Lines: report.StackLines(g.Stack, g.HiddenFrames, false),
 		})
 	}
-	if d.Rest.Count > 0 {
-		cum += d.Rest.Fraction
-		t.Add(report.Str(""), report.Bytes(d.Rest.Bytes), report.Pct(d.Rest.Fraction), report.Pct(cum), report.Int(int64(d.Rest.Count)), report.Str(d.Rest.Key))
-	}
-	t.Add(report.Str(""), report.Bytes(p.LiveBytes), report.Pct(1), report.Str(""), report.Int(int64(len(p.Live))), report.Str("total"))
-	pv.Table = tableOf(t, "groups")
 	if p.BeforeTrace.Blocks > 0 {
 		pv.Before = fmt.Sprintf("%s in %d blocks of it was allocated before the trace began.", report.Size(p.BeforeTrace.Bytes), p.BeforeTrace.Blocks)
 	}
 	return pv
 }
 
-// siteLabel names a group by its allocation site and that site's caller.
-func siteLabel(g analysis.Group) string {
-	s := analysis.FrameString(g.Site)
-	for i, f := range g.Stack {
-		if f == g.Site && i+1 < len(g.Stack) {
-			s += " ← " + analysis.FrameString(g.Stack[i+1])
-			break
-		}
-	}
-	if g.FreedAt {
-		s = analysis.FreedAtPrefix + s
-	}
-	return s
-}
-
 func oomOf(o analysis.OOM, n int) oomView {
-	ov := oomView{When: report.MomentText(o.Moment, n), Verdict: string(o.Verdict), Message: o.Message}
+	ov := oomView{When: report.AtEntryText(o.Moment, n), Verdict: string(o.Verdict), Explanation: report.VerdictText(&o), Message: o.Message}
 	ov.Facts = [][2]string{
 		{"Requested (rounded)", report.Size(o.Requested)},
 		{"Pool, stream", fmt.Sprintf("%s, %d", o.Pool, o.Stream)},
@@ -291,9 +261,7 @@ func oomOf(o analysis.OOM, n int) oomView {
 	if o.Shortfall > 0 {
 		ov.Facts = append(ov.Facts, [2]string{"Missing with every free byte counted", report.Size(o.Shortfall)})
 	}
-	for _, a := range o.Advice {
-		ov.Advice = append(ov.Advice, string(a))
-	}
+	ov.Advice = report.AdviceText(&o)
 	ov.Stack = report.StackLines(o.Stack, o.HiddenFrames, false)
 	return ov
 }
