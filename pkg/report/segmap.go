@@ -1,6 +1,7 @@
 package report
 
 import (
+	"fmt"
 	"strings"
 
 	"github.com/memstat/memstat/pkg/analysis"
@@ -68,8 +69,9 @@ func SegmentBar(blocks []snapshot.Block, width int) string {
 }
 
 // SegmentTable lists segments with their blocks summed by state, their
-// fragmentation and their map, and a total row.
-func SegmentTable(segs []analysis.SegmentInfo, total analysis.SegmentInfo, barWidth int) *Table {
+// fragmentation and their map, then a row summing the cut segments
+// (cut, when there are any) and a total row.
+func SegmentTable(segs, cut []analysis.SegmentInfo, total analysis.SegmentInfo, barWidth int) *Table {
 	t := &Table{Columns: []Column{
 		{Name: "Address", Key: "address"},
 		{Name: "Size", Key: "size", Align: Right},
@@ -99,6 +101,16 @@ func SegmentTable(segs []analysis.SegmentInfo, total analysis.SegmentInfo, barWi
 	blocks := 0
 	for _, s := range segs {
 		blocks += len(s.Blocks)
+	}
+	if len(cut) > 0 {
+		r := analysis.SumSegments(cut)
+		n := 0
+		for _, s := range cut {
+			n += len(s.Blocks)
+		}
+		blocks += n
+		t.Add(Str(fmt.Sprintf("(%d more)", len(cut))), Bytes(r.Size), Blank(), Blank(), Blank(), Int(int64(n)), Bytes(r.Allocated),
+			Bytes(r.Pending), Bytes(r.Free), Bytes(r.LargestFree), Bytes(r.Rounding), Pct(r.Fragmentation()), Blank())
 	}
 	t.Add(Str("total"), Bytes(total.Size), Blank(), Blank(), Blank(), Int(int64(blocks)), Bytes(total.Allocated),
 		Bytes(total.Pending), Bytes(total.Free), Bytes(total.LargestFree), Bytes(total.Rounding), Pct(total.Fragmentation()), Blank())

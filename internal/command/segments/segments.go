@@ -28,6 +28,7 @@ type Options struct {
 	At      string
 	Device  int
 	Width   int
+	Top     int
 
 	order  analysis.SegmentSort
 	filter analysis.SegmentFilter
@@ -53,7 +54,8 @@ By default the state is the snapshot's own final state. --at N rebuilds the
 state after trace entry N by replaying the trace, --at peak the state at the
 peak of reserved memory. --sort orders the list (size, the default; address;
 free; fragmentation); --pool, --min-size and --stream filter it. Sizes take
-binary units (KiB, MiB, GiB) or decimal ones (KB, MB, GB).`,
+binary units (KiB, MiB, GiB) or decimal ones (KB, MB, GB). --top N lists
+the first N segments of the order chosen and sums the rest in one row.`,
 		Example: `  memstat segments snapshot.pickle
   memstat segments snapshot.pickle --sort fragmentation --pool large --min-size 20MiB
   memstat segments snapshot.pickle --at peak --json`,
@@ -81,6 +83,7 @@ binary units (KiB, MiB, GiB) or decimal ones (KB, MB, GB).`,
 	fl.StringVar(&opts.Stream, "stream", "", "only segments of this stream (0, or the stream's value in decimal or 0x hex)")
 	fl.StringVar(&opts.At, "at", "", "the state after trace entry N, or at the peak of reserved memory (peak); default: the final state")
 	fl.IntVar(&opts.Width, "width", 32, "cells of each segment's map")
+	fl.IntVar(&opts.Top, "top", 0, "list the first N segments in the order chosen and sum the rest (0: all)")
 	command.AddDeviceFlag(cmd, &opts.Device)
 	command.AddOutputFlags(cmd, &opts.Output, report.Text, report.JSON, report.Markdown)
 	return cmd
@@ -126,6 +129,9 @@ func (o *Options) resolve() error {
 			return command.FlagErrorf("--at: invalid %q: want a trace entry index or peak", o.At)
 		}
 		o.at = n
+	}
+	if o.Top < 0 {
+		return command.FlagErrorf("--top must be at least 0 (0: every segment)")
 	}
 	if o.Width < 1 || o.Width > 200 {
 		return command.FlagErrorf("--width must be between 1 and 200")
@@ -212,7 +218,11 @@ func writeText(opts *Options, devices []deviceSegments) error {
 		if len(m.Segments) == 0 {
 			continue
 		}
-		doc.Table(report.SegmentTable(m.Segments, m.Total, opts.Width))
+		rows, cut := m.Segments, []analysis.SegmentInfo(nil)
+		if opts.Top > 0 && len(rows) > opts.Top {
+			rows, cut = rows[:opts.Top], rows[opts.Top:]
+		}
+		doc.Table(report.SegmentTable(rows, cut, m.Total, opts.Width))
 		doc.Line("%s", report.BarLegend)
 		t := m.Total
 		doc.Line("fragmentation of the listed segments: internal (rounding of live blocks) %s, %s of what they hold live; external (cached free blocks) %s, %s of their size; largest free block %s",
@@ -244,6 +254,9 @@ type jsonDevice struct {
 	Segments     []jsonSegment   `json:"segments"`
 	Total        jsonSegment     `json:"total"`
 	Omitted      int             `json:"omitted"`
+	// Cut counts the segments --top left out of the list (the total still
+	// counts them).
+	Cut int `json:"cut"`
 }
 
 func segmentJSON(s analysis.SegmentInfo, width int) jsonSegment {
@@ -263,7 +276,12 @@ func jsonSegments(opts *Options, devices []deviceSegments) any {
 		jd := jsonDevice{Device: d.m.Device, TorchVersion: d.rp.Result.Version, Moment: d.m.Moment, Final: d.m.Final,
 			Segments: []jsonSegment{}, Total: segmentJSON(d.m.Total, opts.Width), Omitted: d.m.Omitted}
 		jd.Total.Map = ""
-		for _, s := range d.m.Segments {
+		segs := d.m.Segments
+		if opts.Top > 0 && len(segs) > opts.Top {
+			jd.Cut = len(segs) - opts.Top
+			segs = segs[:opts.Top]
+		}
+		for _, s := range segs {
 			jd.Segments = append(jd.Segments, segmentJSON(s, opts.Width))
 		}
 		out.Devices = append(out.Devices, jd)

@@ -1,0 +1,255 @@
+package trace
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/spf13/cobra"
+
+	"github.com/memstat/memstat/internal/cmdtest"
+	"github.com/memstat/memstat/internal/command"
+	"github.com/memstat/memstat/internal/fixture"
+	"github.com/memstat/memstat/internal/golden"
+	"github.com/memstat/memstat/internal/iostreams"
+	"github.com/memstat/memstat/internal/realdata"
+	"github.com/memstat/memstat/pkg/analysis"
+	"github.com/memstat/memstat/pkg/snapshot"
+)
+
+func execTrace(t *testing.T, args ...string) (string, string, error) {
+	t.Helper()
+	return cmdtest.Run(t, func(f *command.Factory) *cobra.Command { return NewCmdTrace(f, nil) }, args...)
+}
+
+type traceJSON struct {
+	Note    string `json:"note"`
+	Devices []struct {
+		Device  int `json:"device"`
+		Entries int `json:"trace_entries"`
+		Events  []struct {
+			Index     int     `json:"index"`
+			Seconds   float64 `json:"seconds"`
+			Action    string  `json:"action"`
+			Name      string  `json:"name"`
+			Size      int64   `json:"size"`
+			Addr      uint64  `json:"addr"`
+			Segment   uint64  `json:"segment"`
+			Offset    int64   `json:"offset"`
+			Located   bool    `json:"located"`
+			Allocated int64   `json:"allocated_bytes"`
+			Where     string  `json:"where"`
+		} `json:"events"`
+		Final struct {
+			Allocated int64 `json:"allocated_bytes"`
+		} `json:"final"`
+		PeakAllocated struct {
+			Allocated int64 `json:"allocated_bytes"`
+		} `json:"peak_allocated"`
+	} `json:"devices"`
+}
+
+func parse(t *testing.T, out string) traceJSON {
+	t.Helper()
+	var got traceJSON
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("not one JSON object: %v", err)
+	}
+	return got
+}
+
+// TestEveryRealSnapshot: every entry is listed once, in order; the
+// running total after the last entry and the peak are memory_stats';
+// every alloc has a name its frees share while the block lives; every
+// alloc is located inside its segment.
+func TestEveryRealSnapshot(t *testing.T) {
+	for _, fn := range realdata.Files(t) {
+		t.Run(filepath.Base(fn), func(t *testing.T) {
+			s, err := snapshot.Load(fn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			text, _, err := execTrace(t, fn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, _, err := execTrace(t, "--json", fn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := parse(t, out)
+			withTrace := 0
+			for d := range s.Traces {
+				if len(s.Traces[d]) > 0 {
+					withTrace++
+				}
+			}
+			if len(got.Devices) != withTrace {
+				t.Fatalf("%d devices listed, %d have a trace", len(got.Devices), withTrace)
+			}
+			if withTrace == 0 {
+				if got.Note == "" || !strings.Contains(text, "no trace") {
+					t.Errorf("a file without a trace does not say so: %q", text)
+				}
+				return
+			}
+			for _, d := range got.Devices {
+				if len(d.Events) != len(s.Trace(d.Device)) || d.Entries != len(d.Events) {
+					t.Fatalf("device %d: %d events of %d entries", d.Device, len(d.Events), len(s.Trace(d.Device)))
+				}
+				rp, err := analysis.Replay(s, d.Device)
+				if err != nil {
+					t.Fatal(err)
+				}
+				names := map[uint64]string{}
+				for i, ev := range d.Events {
+					if ev.Index != i || ev.Action != s.Trace(d.Device)[i].Action.String() {
+						t.Fatalf("event %d is entry %d (%s)", i, ev.Index, ev.Action)
+					}
+					switch ev.Action {
+					case "alloc":
+						if ev.Name == "" || !ev.Located || ev.Addr != ev.Segment+uint64(ev.Offset) || !strings.HasPrefix(ev.Where, "seg 0x") {
+							t.Fatalf("alloc %d: name %q, located %v at %#x+%#x for %#x", i, ev.Name, ev.Located, ev.Segment, ev.Offset, ev.Addr)
+						}
+						for a, n := range names {
+							if n == ev.Name && a != ev.Addr {
+								t.Fatalf("alloc %d: name %q is still in use by %#x", i, n, a)
+							}
+						}
+						names[ev.Addr] = ev.Name
+					case "free_requested", "free_completed":
+						if n, ok := names[ev.Addr]; ok && n != ev.Name {
+							t.Fatalf("%s %d: name %q, its alloc was %q", ev.Action, i, ev.Name, n)
+						}
+						if ev.Action == "free_completed" {
+							delete(names, ev.Addr)
+						}
+					}
+				}
+				last := d.Events[len(d.Events)-1]
+				if last.Allocated != d.Final.Allocated || d.PeakAllocated.Allocated != rp.Result.Stat("allocated_bytes.all.peak") {
+					t.Errorf("device %d: final %d (last event %d), peak %d vs %d", d.Device, d.Final.Allocated, last.Allocated,
+						d.PeakAllocated.Allocated, rp.Result.Stat("allocated_bytes.all.peak"))
+				}
+			}
+			if !strings.Contains(text, "entries shown; after the last entry") {
+				t.Errorf("text lacks the totals line")
+			}
+		})
+	}
+}
+
+// TestFilters: bounds by index and time, actions, sizes and addresses.
+func TestFilters(t *testing.T) {
+	fn := realdata.File(t, "silmont2000")
+	all := parse(t, must(execTrace(t, "--json", fn))).Devices[0].Events
+	sel := func(args ...string) []int {
+		t.Helper()
+		var idx []int
+		for _, ev := range parse(t, must(execTrace(t, append([]string{"--json"}, append(args, fn)...)...))).Devices[0].Events {
+			idx = append(idx, ev.Index)
+		}
+		return idx
+	}
+	if got := sel("--from", "10", "--to", "12"); len(got) != 3 || got[0] != 10 {
+		t.Errorf("--from 10 --to 12: %v", got)
+	}
+	rel := strconv.FormatFloat(all[20].Seconds, 'f', 6, 64)
+	if got := sel("--from", "+"+rel+"s"); len(got) == 0 || got[0] > 20 || all[got[0]].Seconds < all[20].Seconds {
+		t.Errorf("--from +%ss: %v", rel, got)
+	}
+	for _, idx := range sel("--action", "segment_alloc", "--min-size", "100MiB") {
+		if ev := all[idx]; ev.Action != "segment_alloc" || ev.Size < 100<<20 {
+			t.Errorf("entry %d %s %d passed the filter", idx, ev.Action, ev.Size)
+		}
+	}
+	a := all[5].Addr
+	for _, idx := range sel("--addr", "0x"+strconv.FormatUint(a+4096, 16)) {
+		if ev := all[idx]; a+4096 < ev.Addr || a+4096 >= ev.Addr+uint64(ev.Size) {
+			t.Errorf("entry %d at %#x (%d bytes) does not contain %#x", idx, ev.Addr, ev.Size, a+4096)
+		}
+	}
+	if got := sel("--addr", strconv.FormatUint(a, 10)); len(got) < 2 {
+		t.Errorf("--addr %d (decimal): %v", a, got)
+	}
+}
+
+func must(out, _ string, err error) string {
+	if err != nil {
+		panic(err)
+	}
+	return out
+}
+
+func TestGolden(t *testing.T) {
+	check := func(t *testing.T, name, fn string, formats []string, extra ...string) {
+		for _, format := range formats {
+			out, errOut, err := execTrace(t, append(append([]string{"--format", format}, extra...), fn)...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if errOut != "" {
+				t.Errorf("stderr: %s", errOut)
+			}
+			golden.Check(t, name+"."+format, []byte(out))
+		}
+	}
+	t.Run("nesta-oom", func(t *testing.T) {
+		check(t, "nesta-oom", realdata.File(t, "Nesta-gitU"), []string{"text", "json", "markdown"}, "--from", "1100", "--to", "1125")
+	})
+	t.Run("yiyi-2.0", func(t *testing.T) {
+		check(t, "yiyi-2.0", realdata.File(t, "Yiyi-philosophy"), []string{"text", "json"})
+	})
+	t.Run("bcrafton-training", func(t *testing.T) {
+		check(t, "bcrafton-training", realdata.File(t, "bcrafton"), []string{"text"}, "--from", "+0.0253s", "--to", "+0.0254s")
+	})
+	t.Run("sidsoc12-large", func(t *testing.T) {
+		check(t, "sidsoc12-large", realdata.File(t, "sidsoc12"), []string{"text"}, "--action", "alloc,segment_alloc", "--min-size", "98MiB", "--to", "6100")
+	})
+	t.Run("kkaitlyn-notrace", func(t *testing.T) {
+		check(t, "kkaitlyn-notrace", realdata.File(t, "kkaitlyn111"), []string{"text", "json"})
+	})
+	t.Run("recorded-expandable", func(t *testing.T) {
+		fn, _ := fixture.Expandable(t)
+		check(t, "recorded-expandable", fn, []string{"text", "json"})
+	})
+}
+
+func TestFlags(t *testing.T) {
+	ios, _, _, _ := iostreams.Test()
+	for _, c := range []struct {
+		args    []string
+		wantErr string
+	}{
+		{[]string{"a.pickle"}, ""},
+		{[]string{"--from", "+1.5s", "--to", "1773270053.8s", "--action", "alloc,oom", "--min-size", "1MiB", "--addr", "0x7f00", "a.pickle"}, ""},
+		{[]string{"--from", "soon", "a.pickle"}, "--from"},
+		{[]string{"--to", "-3", "a.pickle"}, "--to"},
+		{[]string{"--action", "malloc", "a.pickle"}, "unknown action"},
+		{[]string{"--addr", "0xzz", "a.pickle"}, "--addr"},
+		{[]string{"--min-size", "x", "a.pickle"}, "--min-size"},
+		{[]string{}, "want one snapshot"},
+	} {
+		var got *Options
+		cmd := NewCmdTrace(&command.Factory{IO: ios}, func(o *Options) error { got = o; return nil })
+		cmd.SetArgs(c.args)
+		cmd.SetOut(ios.Out)
+		cmd.SetErr(ios.ErrOut)
+		cmd.SilenceUsage, cmd.SilenceErrors = true, true
+		err := cmd.Execute()
+		if c.wantErr != "" {
+			if !cmdtest.IsFlagError(err, c.wantErr) {
+				t.Errorf("%v: error %v, want a flag error saying %q", c.args, err, c.wantErr)
+			}
+			continue
+		}
+		if err != nil || got.File != "a.pickle" {
+			t.Errorf("%v: %v", c.args, err)
+		}
+	}
+	if _, _, err := execTrace(t, "--device", "0", realdata.File(t, "kkaitlyn111")); err == nil || !strings.Contains(err.Error(), "no trace") {
+		t.Errorf("--device without a trace: %v", err)
+	}
+}
