@@ -16,6 +16,8 @@ var Version = "dev"
 
 // NewCmdRoot returns the memstat command with every subcommand.
 func NewCmdRoot(f *command.Factory) *cobra.Command {
+	// List commands in workflow order (register ORDER), not alphabetically.
+	cobra.EnableCommandSorting = false
 	cmd := &cobra.Command{
 		Use:   "memstat <command> [flags]",
 		Short: "Record and analyze PyTorch CUDA caching-allocator memory",
