@@ -80,6 +80,11 @@ type DeviceDiff struct {
 	// Segments lists the segment kinds and sizes whose counts differ in
 	// the final states.
 	Segments []SegmentDelta `json:"segments"`
+	// CoverageBefore/After say what each trace covers (complete, partial,
+	// none): counters of a partial or missing history count only the
+	// window, or nothing.
+	CoverageBefore string `json:"coverage_before,omitempty"`
+	CoverageAfter  string `json:"coverage_after,omitempty"`
 	// PeakBefore/After are the peak moments.
 	PeakBefore *Moment `json:"peak_before,omitempty"`
 	PeakAfter  *Moment `json:"peak_after,omitempty"`
@@ -146,10 +151,12 @@ func DiffDevices(device int, before, after *DiffSide) *DeviceDiff {
 		d.Figures = append(d.Figures, f)
 	}
 	if before != nil {
+		d.CoverageBefore = before.Replayed.Result.History.Coverage
 		d.FragmentationBefore = before.Replayed.Result.FragmentationAtPeakReserved
 		d.PeakBefore = &before.Peak.Allocated
 	}
 	if after != nil {
+		d.CoverageAfter = after.Replayed.Result.History.Coverage
 		d.FragmentationAfter = after.Replayed.Result.FragmentationAtPeakReserved
 		d.PeakAfter = &after.Peak.Allocated
 	}

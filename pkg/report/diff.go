@@ -44,14 +44,9 @@ var figureLabels = map[string]string{
 	"inactive_split_bytes.all.allocated": "Non-releasable in total",
 }
 
-// FigureLabel names a memory_stats key for people (the key itself when
-// it has no name).
-func FigureLabel(key string) string {
-	if l, ok := figureLabels[key]; ok {
-		return l
-	}
-	return key
-}
+// FigureLabel names a memory_stats key for people ("" when it has no
+// name of its own).
+func FigureLabel(key string) string { return figureLabels[key] }
 
 func figureCell(f analysis.Figure, present bool, v int64) Cell {
 	if !present {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/memstat/memstat/internal/command"
 	"github.com/memstat/memstat/internal/iostreams"
+	"github.com/memstat/memstat/pkg/allocator"
 	"github.com/memstat/memstat/pkg/analysis"
 	"github.com/memstat/memstat/pkg/report"
 	"github.com/memstat/memstat/pkg/snapshot"
@@ -200,6 +201,8 @@ func writeText(opts *Options, devices []deviceDiff) error {
 		}
 		if d.Same() {
 			doc.Line("no change: the same memory_stats, the same memory live at the peak by stack and block size, and the same segments")
+		} else if note := coverageNote(d); note != "" {
+			doc.Line("%s", note)
 		}
 		var key, other []analysis.Figure
 		differ := 0
@@ -240,6 +243,9 @@ func writeText(opts *Options, devices []deviceDiff) error {
 			if m == nil {
 				return "-"
 			}
+			if m.Phase != "" {
+				return report.Size(m.Allocated) + " in " + m.Phase
+			}
 			return report.Size(m.Allocated)
 		}
 		doc.Line("live at the peak of allocated memory (%s → %s), by allocation stack, matched by frames and block sizes: %d grew, %d shrank, %d kept their bytes but changed block sizes, %d unchanged",
@@ -270,6 +276,25 @@ func writeText(opts *Options, devices []deviceDiff) error {
 	return doc.Err()
 }
 
+// coverageNote warns when the two traces do not cover the same kind of
+// history, which makes counters and peaks compare unlike things.
+func coverageNote(d *analysis.DeviceDiff) string {
+	if d.CoverageBefore == d.CoverageAfter || !d.InBefore || !d.InAfter {
+		return ""
+	}
+	what := func(c string) string {
+		switch c {
+		case allocator.CoverageNone:
+			return "has no trace (peaks are its final state; the allocated/freed/num_* counters are unknown, 0)"
+		case allocator.CoveragePartial:
+			return "has a trace that starts mid-run (peaks and counters cover the recorded window only)"
+		}
+		return "has a trace from an empty allocator"
+	}
+	return fmt.Sprintf("note: the before snapshot %s, the after snapshot %s; compare peaks and counters with that in mind",
+		what(d.CoverageBefore), what(d.CoverageAfter))
+}
+
 type jsonStack struct {
 	Key          string               `json:"key"`
 	Label        string               `json:"label"`
@@ -290,6 +315,8 @@ type jsonDevice struct {
 	TorchBefore         string                  `json:"torch_version_before,omitempty"`
 	TorchAfter          string                  `json:"torch_version_after,omitempty"`
 	Same                bool                    `json:"same"`
+	CoverageBefore      string                  `json:"coverage_before,omitempty"`
+	CoverageAfter       string                  `json:"coverage_after,omitempty"`
 	MemoryStats         []analysis.Figure       `json:"memory_stats"`
 	FragmentationBefore float64                 `json:"fragmentation_before"`
 	FragmentationAfter  float64                 `json:"fragmentation_after"`
@@ -310,7 +337,7 @@ func jsonDiff(opts *Options, devices []deviceDiff) any {
 		d := dd.d
 		jd := jsonDevice{
 			Device: d.Device, InBefore: d.InBefore, InAfter: d.InAfter, TorchBefore: dd.vBefore, TorchAfter: dd.vAfter,
-			Same: d.Same(), MemoryStats: d.Figures, FragmentationBefore: d.FragmentationBefore,
+			Same: d.Same(), CoverageBefore: d.CoverageBefore, CoverageAfter: d.CoverageAfter, MemoryStats: d.Figures, FragmentationBefore: d.FragmentationBefore,
 			FragmentationAfter: d.FragmentationAfter, PeakBefore: d.PeakBefore, PeakAfter: d.PeakAfter,
 			Stacks: []jsonStack{}, UnchangedStacks: d.Unchanged, Segments: d.Segments,
 		}
