@@ -44,8 +44,10 @@ type MemoryState struct {
 	// PrivateFree is free memory in private pools (CUDA graphs, MemPool),
 	// which PyTorch's message counts separately.
 	PrivateFree int64 `json:"private_pool_free_bytes"`
-	// Holders group the live memory by allocation stack, largest first.
-	Holders []Group `json:"holders"`
+	// Holders group the live memory by allocation stack, largest first;
+	// HoldersRest sums the stacks cut from the list (Count 0: none).
+	Holders     []Group `json:"holders"`
+	HoldersRest Group   `json:"-"`
 }
 
 // Describe summarizes a state; holders keeps the top n stacks (all when
@@ -95,11 +97,7 @@ func (rp *Replayed) Describe(st *State, fr *Frames, top int) MemoryState {
 	if ms.FreeBytes > 0 {
 		ms.ExternalFragmentation = 1 - float64(ms.LargestFree)/float64(ms.FreeBytes)
 	}
-	holders := GroupBlocks(rp.LiveBlocks(st), ByStack, fr, rp.Phases, ms.Allocated)
-	if top > 0 && len(holders) > top {
-		holders = holders[:top]
-	}
-	ms.Holders = holders
+	ms.Holders, ms.HoldersRest = TopGroups(GroupBlocks(rp.LiveBlocks(st), ByStack, fr, rp.Phases, ms.Allocated), top)
 	return ms
 }
 
@@ -189,8 +187,15 @@ const HolderCount = 10
 
 // ExplainOOMs rebuilds the state at every oom entry of a device's trace
 // and says why each allocation failed; without one, it describes the
-// state at the peak of reserved memory.
+// state at the peak of reserved memory. It lists the HolderCount stacks
+// holding the most memory.
 func ExplainOOMs(rp *Replayed, fr *Frames) (*OOMReport, error) {
+	return ExplainOOMsTop(rp, fr, HolderCount)
+}
+
+// ExplainOOMsTop is ExplainOOMs listing the top stacks holding memory
+// (all when top <= 0).
+func ExplainOOMsTop(rp *Replayed, fr *Frames, top int) (*OOMReport, error) {
 	rep := &OOMReport{Device: rp.Device}
 	var idx []int
 	for i, e := range rp.Trace() {
@@ -210,7 +215,7 @@ func ExplainOOMs(rp *Replayed, fr *Frames) (*OOMReport, error) {
 			}
 			st = sts[0]
 		}
-		ms := rp.Describe(st, fr, HolderCount)
+		ms := rp.Describe(st, fr, top)
 		rep.AtPeak = &ms
 		return rep, nil
 	}
@@ -223,14 +228,14 @@ func ExplainOOMs(rp *Replayed, fr *Frames) (*OOMReport, error) {
 		v = allocator.GuessVersion(rp.Snap)
 	}
 	for k, i := range idx {
-		rep.OOMs = append(rep.OOMs, rp.explainOOM(rp.Trace()[i], states[k], fr, v))
+		rep.OOMs = append(rep.OOMs, rp.explainOOM(rp.Trace()[i], states[k], fr, v, top))
 	}
 	return rep, nil
 }
 
-func (rp *Replayed) explainOOM(e snapshot.TraceEntry, st *State, fr *Frames, v allocator.Version) OOM {
+func (rp *Replayed) explainOOM(e snapshot.TraceEntry, st *State, fr *Frames, v allocator.Version, top int) OOM {
 	o := OOM{
-		MemoryState:        rp.Describe(st, fr, HolderCount),
+		MemoryState:        rp.Describe(st, fr, top),
 		Requested:          e.Size,
 		AllocSize:          allocator.AllocationSize(e.Size),
 		Stream:             e.Stream,

@@ -111,20 +111,9 @@ func runOOM(opts *Options) error {
 		if err != nil {
 			return err
 		}
-		rep, err := analysis.ExplainOOMs(rp, fr)
+		rep, err := analysis.ExplainOOMsTop(rp, fr, opts.Top)
 		if err != nil {
 			return fmt.Errorf("%s: %w", opts.File, err)
-		}
-		trim := func(ms *analysis.MemoryState) {
-			if len(ms.Holders) > opts.Top {
-				ms.Holders = ms.Holders[:opts.Top]
-			}
-		}
-		for i := range rep.OOMs {
-			trim(&rep.OOMs[i].MemoryState)
-		}
-		if rep.AtPeak != nil {
-			trim(rep.AtPeak)
 		}
 		out = append(out, deviceOOM{rp, rep})
 	}
@@ -191,7 +180,7 @@ func writeState(doc *report.Doc, opts *Options, ms *analysis.MemoryState) {
 	doc.Table(report.FreeSpaceTable(ms))
 	doc.Gap()
 	doc.Line("who held the memory, by allocation stack:")
-	doc.Table(report.GroupTable(ms.Holders, analysis.Group{}, analysis.ByStack, ms.Allocated, opts.Stacks, "allocated"))
+	doc.Table(report.GroupTable(ms.Holders, ms.HoldersRest, analysis.ByStack, ms.Allocated, opts.Stacks, "allocated"))
 	if opts.Stacks {
 		for i, g := range ms.Holders {
 			doc.Gap()
@@ -205,6 +194,7 @@ func writeState(doc *report.Doc, opts *Options, ms *analysis.MemoryState) {
 type jsonState struct {
 	analysis.MemoryState
 	Holders []report.GroupJSON `json:"holders"`
+	Rest    *report.GroupJSON  `json:"holders_rest"`
 }
 
 type jsonAdvice struct {
@@ -241,7 +231,12 @@ type jsonDevice struct {
 }
 
 func stateJSON(ms analysis.MemoryState, stacks bool) jsonState {
-	return jsonState{MemoryState: ms, Holders: report.GroupRecords(ms.Holders, analysis.ByStack, stacks)}
+	js := jsonState{MemoryState: ms, Holders: report.GroupRecords(ms.Holders, analysis.ByStack, stacks)}
+	if ms.HoldersRest.Count > 0 {
+		r := report.GroupRecord(ms.HoldersRest, 0, ms.HoldersRest.Key, false)
+		js.Rest = &r
+	}
+	return js
 }
 
 func jsonOOM(opts *Options, devices []deviceOOM) any {

@@ -32,18 +32,31 @@ type oomJSON struct {
 			AllocSize   int64  `json:"alloc_size"`
 			DeviceFree  int64  `json:"device_free"`
 			Advice      []struct{ Kind, Text string }
-			State       struct {
-				Allocated int64 `json:"allocated_bytes"`
-				Reserved  int64 `json:"reserved_bytes"`
-				Holders   []struct{ Bytes int64 }
-			} `json:"state"`
-			Expandable bool `json:"expandable_segments"`
+			State       state `json:"state"`
+			Expandable  bool  `json:"expandable_segments"`
 		} `json:"ooms"`
-		AtPeak *struct {
-			Reserved int64 `json:"reserved_bytes"`
-			Holders  []struct{ Bytes int64 }
-		} `json:"at_peak_reserved"`
+		AtPeak *state `json:"at_peak_reserved"`
 	} `json:"devices"`
+}
+
+type state struct {
+	Allocated int64 `json:"allocated_bytes"`
+	Reserved  int64 `json:"reserved_bytes"`
+	Holders   []struct{ Bytes int64 }
+	Rest      *struct{ Bytes int64 } `json:"holders_rest"`
+}
+
+// holdersAddUp: the stacks listed and the rest hold all the allocated
+// memory.
+func (s *state) holdersAddUp() bool {
+	var sum int64
+	for _, h := range s.Holders {
+		sum += h.Bytes
+	}
+	if s.Rest != nil {
+		sum += s.Rest.Bytes
+	}
+	return sum == s.Allocated
 }
 
 func parse(t *testing.T, out string) oomJSON {
@@ -82,7 +95,7 @@ func TestEveryRealSnapshot(t *testing.T) {
 			if ooms == 0 && !strings.Contains(text, "no out-of-memory error") {
 				t.Errorf("text does not say there is no OOM:\n%s", text)
 			}
-			out, _, err := execOOM(t, "--json", fn)
+			out, _, err := execOOM(t, "--json", "--top", "3", fn)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -92,7 +105,13 @@ func TestEveryRealSnapshot(t *testing.T) {
 				if len(d.OOMs) == 0 && d.AtPeak == nil {
 					t.Errorf("device %d: neither OOMs nor the state at the peak", d.Device)
 				}
+				if d.AtPeak != nil && !d.AtPeak.holdersAddUp() {
+					t.Errorf("device %d: holders do not add up to %d", d.Device, d.AtPeak.Allocated)
+				}
 				for _, o := range d.OOMs {
+					if !o.State.holdersAddUp() {
+						t.Errorf("device %d: holders do not add up to %d", d.Device, o.State.Allocated)
+					}
 					if o.Verdict == "" || o.Explanation == "" || len(o.Advice) == 0 || !strings.HasPrefix(o.Message, "CUDA out of memory.") {
 						t.Errorf("device %d: incomplete explanation %+v", d.Device, o)
 					}
