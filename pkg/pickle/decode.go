@@ -26,8 +26,9 @@ const (
 	// every known pickler writes dense indices.
 	maxMemoGap = 8
 	// chunk is the initial read buffer for streamed input; it doubles as
-	// needed.
-	chunk = 64 << 10
+	// needed, and up to maxChunk as the input proves long.
+	chunk    = 64 << 10
+	maxChunk = 1 << 20
 )
 
 // ErrTruncated is wrapped by errors for input that ends before STOP.
@@ -81,15 +82,74 @@ type Decoder struct {
 
 	stack []Value
 	marks []int
-	memo  []Value
-	// memoLen counts the memo entries stored, gaps left by BINPUT not
-	// included: MEMOIZE stores at that index, as CPython does (the length
-	// of its memo dict), which is the end of the memo only without gaps.
-	memoLen int
-	proto   int
+	memo  memo
+	proto int
 
 	opStart int64
 	op      byte
+}
+
+// memo is the pickle memo in pages of memoPage words, so that a memo of
+// millions of entries grows without copying. A word is 0 for an index
+// never stored, else a packed Value (see pack); values that do not fit a
+// word (ints past 52 bits, which no known pickler memoizes) spill to a
+// side table.
+type memo struct {
+	pages [][]uint64
+	len   int // one past the highest index stored
+	// stored counts the entries stored, gaps left by BINPUT not included:
+	// MEMOIZE stores at that index, as CPython does (the length of its memo
+	// dict), which is the end of the memo only without gaps.
+	stored int
+	spill  []Value
+}
+
+const (
+	memoPageBits = 12
+	memoPage     = 1 << memoPageBits
+	payloadBits  = 52
+	spillKind    = 15
+)
+
+func (m *memo) word(i int) uint64 { return m.pages[i>>memoPageBits][i&(memoPage-1)] }
+
+func (m *memo) get(i uint64) (Value, bool) {
+	if i >= uint64(m.len) {
+		return None, false
+	}
+	w := m.word(int(i))
+	switch k := w >> 60; k {
+	case 0:
+		return None, false
+	case spillKind:
+		return m.spill[w&(1<<60-1)], true
+	default:
+		return Value{Kind: Kind(k - 1), Tag: uint8(w >> payloadBits), N: w & (1<<payloadBits - 1)}, true
+	}
+}
+
+// set stores v at i < m.len.
+func (m *memo) set(i int, v Value) {
+	var w uint64
+	if v.N < 1<<payloadBits {
+		w = uint64(v.Kind+1)<<60 | uint64(v.Tag)<<payloadBits | v.N
+	} else {
+		w = spillKind<<60 | uint64(len(m.spill))
+		m.spill = append(m.spill, v)
+	}
+	p := &m.pages[i>>memoPageBits][i&(memoPage-1)]
+	if *p == 0 {
+		m.stored++
+	}
+	*p = w
+}
+
+// grow makes index i storable.
+func (m *memo) grow(i int) {
+	for len(m.pages)<<memoPageBits <= i {
+		m.pages = append(m.pages, make([]uint64, memoPage))
+	}
+	m.len = max(m.len, i+1)
 }
 
 // NewDecoder returns a decoder reading r. Values go into vs (a new store if
@@ -142,6 +202,11 @@ func (d *Decoder) fill(n int) error {
 		d.end -= d.pos
 		d.pos = 0
 		d.buf = d.buf[:d.end]
+	}
+	if d.end == 0 && cap(d.buf) < maxChunk && d.base >= 4*int64(cap(d.buf)) {
+		// The input has proved large: read it in bigger pieces (fewer
+		// reads; a reader that fills p directly copies nothing twice).
+		d.buf = make([]byte, 0, 2*cap(d.buf))
 	}
 	for d.end < n {
 		if d.end == cap(d.buf) {
@@ -229,8 +294,16 @@ func quote(b []byte) string {
 	return fmt.Sprintf("%s... (%d bytes)", strconv.Quote(string(b[:keep])), len(b))
 }
 
-func (d *Decoder) push(v Value) { d.stack = append(d.stack, v) }
+// push puts v on the stack; a container counts the stack slots holding it.
+func (d *Decoder) push(v Value) {
+	if v.IsContainer() {
+		d.vs.conts[v.N].refs++
+	}
+	d.stack = append(d.stack, v)
+}
 
+// pop takes the top value off the stack. The caller owns the stack slot's
+// reference: it freezes the value or discards it.
 func (d *Decoder) pop() (Value, error) {
 	base := 0
 	if len(d.marks) > 0 {
@@ -256,7 +329,7 @@ func (d *Decoder) top() (*Value, error) {
 }
 
 // popMark returns the items above the last MARK (valid until the next push)
-// and removes them and the mark.
+// and removes them and the mark. The caller owns their references.
 func (d *Decoder) popMark() ([]Value, error) {
 	if len(d.marks) == 0 {
 		return nil, d.errf("no MARK on the stack (malformed pickle)")
@@ -268,20 +341,66 @@ func (d *Decoder) popMark() ([]Value, error) {
 	return items, nil
 }
 
-// freeze offers a complete container to the compactor, once.
-func (d *Decoder) freeze(v Value) (Value, error) {
-	r, err := d.vs.Freeze(v, d.compactor)
-	if err != nil {
-		return None, &Error{Offset: d.opStart, Op: opName(d.op), Msg: err.Error()}
+// release gives up one stack slot's reference to v; a container a
+// compactor replaced is recycled when nothing holds it any more (the memo
+// slot that held it holds its record since the replacement).
+func (d *Decoder) release(v Value) {
+	if !v.IsContainer() {
+		return
 	}
+	c := &d.vs.conts[v.N]
+	c.refs--
+	if c.refs == 0 && c.flags&(fReplaced|fMultiMemo) == fReplaced {
+		d.vs.recycle(v.N)
+	}
+}
+
+// freeze offers a complete container to the compactor, once, and releases
+// the stack slot's reference to it.
+func (d *Decoder) freeze(v Value) (Value, error) {
+	if !v.IsContainer() {
+		return v, nil
+	}
+	vs := d.vs
+	c := &vs.conts[v.N]
+	r := v
+	switch {
+	case c.flags&fReplaced != 0:
+		r = c.alias()
+	case c.flags&fFrozen != 0 || d.compactor == nil:
+		c.flags |= fFrozen
+	default:
+		c.flags |= fFrozen
+		rec, ok, err := d.compactor.Compact(vs, v)
+		if err != nil {
+			return None, &Error{Offset: d.opStart, Op: opName(d.op), Msg: err.Error()}
+		}
+		c = &vs.conts[v.N]
+		if ok {
+			vs.replace(v.N, rec)
+			// The memo slot that holds the container holds its record
+			// from now on, so that the container can be recycled.
+			if m := c.memo; m != 0 && c.flags&fMultiMemo == 0 {
+				if x, _ := d.memo.get(uint64(m - 1)); x == v {
+					d.memo.set(int(m-1), rec)
+				}
+			}
+			r = rec
+		}
+	}
+	d.release(v)
 	return r, nil
 }
 
-// freezeAll freezes items in place, last first, so that the arena room of
-// each compacted container is at the arena's end when it is given back.
+// freezeAll freezes items in place, first to last (see Values.beginBatch).
 func (d *Decoder) freezeAll(items []Value) error {
-	for i := len(items) - 1; i >= 0; i-- {
-		v, err := d.freeze(items[i])
+	d.vs.beginBatch()
+	defer d.vs.endBatch()
+	for i, it := range items {
+		if !it.IsContainer() {
+			continue
+		}
+		v, err := d.freeze(it)
 		if err != nil {
 			return err
 		}
@@ -290,11 +409,19 @@ func (d *Decoder) freezeAll(items []Value) error {
 	return nil
 }
 
+// appendTo appends frozen items to the container id.
+func (d *Decoder) appendTo(id uint64, items ...Value) error {
+	if err := d.vs.appendItems(id, items...); err != nil {
+		return d.errf("%v", err)
+	}
+	return nil
+}
+
 // target checks that v is an open container of one of the kinds.
 func (d *Decoder) target(v Value, kinds ...Kind) error {
 	for _, k := range kinds {
 		if v.Kind == k {
-			if d.vs.conts[v.N].replaced {
+			if d.vs.conts[v.N].flags&fReplaced != 0 {
 				return d.errf("modifies a %s after it was used (not a shape PyTorch or CPython writes)", k)
 			}
 			return nil
@@ -305,33 +432,47 @@ func (d *Decoder) target(v Value, kinds ...Kind) error {
 
 // newTuple builds a tuple from items (which it freezes).
 func (d *Decoder) newTuple(items []Value) (Value, error) {
+	return d.newContainer(KindTuple, items)
+}
+
+// newContainer builds a container of kind k from items (which it freezes).
+func (d *Decoder) newContainer(k Kind, items []Value) (Value, error) {
 	if err := d.freezeAll(items); err != nil {
 		return None, err
 	}
-	t := d.vs.NewContainer(KindTuple)
-	d.vs.appendItems(t.N, items...)
+	t := d.vs.NewContainer(k)
+	if err := d.appendTo(t.N, items...); err != nil {
+		return None, err
+	}
 	return t, nil
 }
 
 func (d *Decoder) memoPut(i uint64, v Value) error {
-	if i > uint64(len(d.memo))+maxMemoGap {
-		return d.errf("memo index %d is far past the %d entries stored (malformed pickle)", i, len(d.memo))
+	if i > uint64(d.memo.len)+maxMemoGap {
+		return d.errf("memo index %d is far past the %d entries stored (malformed pickle)", i, d.memo.len)
 	}
-	for uint64(len(d.memo)) <= i {
-		d.memo = append(d.memo, Value{Kind: kindMark})
+	d.memo.grow(int(i))
+	v = d.vs.Resolve(v)
+	if v.IsContainer() {
+		c := &d.vs.conts[v.N]
+		switch c.memo {
+		case 0:
+			c.memo = uint32(i) + 1
+		case uint32(i) + 1:
+		default:
+			c.flags |= fMultiMemo
+		}
 	}
-	if d.memo[i].Kind == kindMark {
-		d.memoLen++
-	}
-	d.memo[i] = v
+	d.memo.set(int(i), v)
 	return nil
 }
 
 func (d *Decoder) memoGet(i uint64) error {
-	if i >= uint64(len(d.memo)) || d.memo[i].Kind == kindMark {
+	v, ok := d.memo.get(i)
+	if !ok {
 		return d.errf("memo index %d was never stored (malformed pickle)", i)
 	}
-	d.push(d.vs.Resolve(d.memo[i]))
+	d.push(d.vs.Resolve(v))
 	return nil
 }
 
@@ -396,11 +537,19 @@ func (d *Decoder) step(op byte) error {
 			d.marks = d.marks[:len(d.marks)-1]
 			return nil
 		}
-		_, err := d.pop()
-		return err
+		v, err := d.pop()
+		if err != nil {
+			return err
+		}
+		d.release(v)
 	case opPopMark:
-		_, err := d.popMark()
-		return err
+		items, err := d.popMark()
+		if err != nil {
+			return err
+		}
+		for _, v := range items {
+			d.release(v)
+		}
 	case opDup:
 		t, err := d.top()
 		if err != nil {
@@ -582,38 +731,23 @@ func (d *Decoder) step(op byte) error {
 		}
 		d.stack = d.stack[:len(d.stack)-n]
 		d.push(t)
-	case opTuple:
+	case opTuple, opFrozenSet, opList:
 		items, err := d.popMark()
 		if err != nil {
 			return err
 		}
-		t, err := d.newTuple(items)
+		k := KindTuple
+		switch op {
+		case opFrozenSet:
+			k = KindSet
+		case opList:
+			k = KindList
+		}
+		t, err := d.newContainer(k, items)
 		if err != nil {
 			return err
 		}
 		d.push(t)
-	case opFrozenSet:
-		items, err := d.popMark()
-		if err != nil {
-			return err
-		}
-		if err := d.freezeAll(items); err != nil {
-			return err
-		}
-		s := vs.NewContainer(KindSet)
-		vs.appendItems(s.N, items...)
-		d.push(s)
-	case opList:
-		items, err := d.popMark()
-		if err != nil {
-			return err
-		}
-		if err := d.freezeAll(items); err != nil {
-			return err
-		}
-		l := vs.NewContainer(KindList)
-		vs.appendItems(l.N, items...)
-		d.push(l)
 	case opDict:
 		items, err := d.popMark()
 		if err != nil {
@@ -622,11 +756,10 @@ func (d *Decoder) step(op byte) error {
 		if len(items)%2 != 0 {
 			return d.errf("odd number of items (%d) for a dict", len(items))
 		}
-		if err := d.freezeAll(items); err != nil {
+		m, err := d.newContainer(KindDict, items)
+		if err != nil {
 			return err
 		}
-		m := vs.NewContainer(KindDict)
-		vs.appendItems(m.N, items...)
 		d.push(m)
 	case opAppend:
 		v, err := d.pop()
@@ -643,7 +776,7 @@ func (d *Decoder) step(op byte) error {
 		if v, err = d.freeze(v); err != nil {
 			return err
 		}
-		vs.appendItems(t.N, v)
+		return d.appendTo(t.N, v)
 	case opAppends, opAddItems:
 		items, err := d.popMark()
 		if err != nil {
@@ -663,7 +796,7 @@ func (d *Decoder) step(op byte) error {
 		if err := d.freezeAll(items); err != nil {
 			return err
 		}
-		vs.appendItems(t.N, items...)
+		return d.appendTo(t.N, items...)
 	case opSetItem:
 		v, err := d.pop()
 		if err != nil {
@@ -686,7 +819,7 @@ func (d *Decoder) step(op byte) error {
 		if k, err = d.freeze(k); err != nil {
 			return err
 		}
-		vs.appendItems(t.N, k, v)
+		return d.appendTo(t.N, k, v)
 	case opSetItems:
 		items, err := d.popMark()
 		if err != nil {
@@ -705,14 +838,14 @@ func (d *Decoder) step(op byte) error {
 		if err := d.freezeAll(items); err != nil {
 			return err
 		}
-		vs.appendItems(t.N, items...)
+		return d.appendTo(t.N, items...)
 
 	case opMemoize:
 		t, err := d.top()
 		if err != nil {
 			return err
 		}
-		return d.memoPut(uint64(d.memoLen), *t)
+		return d.memoPut(uint64(d.memo.stored), *t)
 	case opBinPut:
 		b, err := d.take(1)
 		if err != nil {

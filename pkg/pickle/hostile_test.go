@@ -547,9 +547,10 @@ func TestWorkIsLinear(t *testing.T) {
 //
 // Why K = 512: an input byte adds at most 64 bytes of live state. The
 // costliest one-byte opcodes are EMPTY_LIST/DICT/TUPLE/SET (a 16-byte stack
-// word and a 48-byte container record) and TUPLE1 (a container record and
-// a 16-byte arena word); MEMOIZE adds 16 bytes, MARK 8, LONG_BINPUT at most
-// 9 memo words for 5 bytes (29 per byte), a string at most its bytes plus
+// word and a 32-byte container record) and TUPLE1 (a container record and
+// a 16-byte arena word); MEMOIZE adds 8 bytes (memo pages of 32 KiB, never
+// copied), MARK 8, LONG_BINPUT at most 9 memo words for 5 bytes (15 per
+// byte), a string at most its bytes plus
 // about 60 bytes of index for 4 input bytes; an APPEND to a container that
 // is not at the arena's end moves it with twice the room, which at most
 // triples its words. Those grow in slices that Go's append enlarges by 1.25x

@@ -19,9 +19,12 @@
 package pickle
 
 import (
+	"cmp"
+	"errors"
 	"fmt"
 	"math"
 	"math/big"
+	"slices"
 )
 
 // Kind is the type of a decoded value.
@@ -119,16 +122,48 @@ func (v Value) AsBool() (bool, bool) {
 	return false, false
 }
 
-// container is a list, tuple, dict or set: its items sit in the arena at
-// items[off:off+n] (dicts store key, value pairs, so n is even) with room for
-// cap items. A container a compactor replaced has alias set.
+// container is a list, tuple, dict or set: 32 bytes, whatever its state.
+//
+// An open container's items sit in the arena at items[a:a+n] (dicts store
+// key, value pairs, so n is even) with room for cap items. A list whose
+// items are all records of one tag with consecutive payloads (a device's
+// trace, a segment's blocks: the records a compactor makes in file order)
+// is kept as a run instead: a is the first record's payload and nothing
+// is stored in the arena. A container a compactor replaced holds its
+// record in a, tag and akind.
+//
+// refs and memo belong to the decoder: how many stack slots hold the
+// container, and the memo slot (plus one) that holds it. A replaced
+// container that neither the stack nor the memo holds is recycled, so
+// that the containers of a snapshot's millions of compacted dicts and
+// lists cost a few slots, not 32 bytes each.
 type container struct {
-	off, n, cap int
-	kind        Kind
-	frozen      bool // offered to the compactor already
-	replaced    bool
-	alias       Value
+	a     uint64
+	n     uint32
+	cap   uint32
+	refs  uint32
+	memo  uint32
+	kind  Kind
+	flags uint8
+	tag   uint8
+	akind Kind
 }
+
+const (
+	fFrozen    uint8 = 1 << iota // offered to the compactor already
+	fReplaced                    // a compactor made it a record (a, tag, akind)
+	fRun                         // a list stored as a run of records
+	fMultiMemo                   // memoized more than once: never recycled
+)
+
+// maxItems bounds the items of one container (n is 32 bits): far more
+// than any input the memory bound lets through holds.
+const maxItems = 1<<32 - 1
+
+// errTooManyItems is returned for a container past maxItems.
+var errTooManyItems = errors.New("a container holds more than 4294967295 items")
+
+func (c *container) alias() Value { return Value{Kind: c.akind, Tag: c.tag, N: c.a} }
 
 // Values owns every decoded value: strings, big integers and containers.
 type Values struct {
@@ -138,8 +173,16 @@ type Values struct {
 	bytIdx map[string]uint32
 	bigs   []*big.Int
 	conts  []container
+	free   []uint32 // recycled container ids
 	arena  []Value
+	// While batch is set, replace collects the arena rooms it frees in
+	// rooms instead of giving them back one by one; see endBatch.
+	batch bool
+	rooms []room
 }
+
+// room is a span of arena words.
+type room struct{ off, n uint64 }
 
 // NewValues returns an empty store. String id 0 is the empty string.
 func NewValues() *Values {
@@ -242,15 +285,21 @@ func (vs *Values) bigValue(b *big.Int) Value {
 
 // NewContainer makes an empty list, tuple, dict or set.
 func (vs *Values) NewContainer(k Kind) Value {
-	vs.conts = append(vs.conts, container{kind: k, off: len(vs.arena)})
+	if n := len(vs.free); n > 0 {
+		id := vs.free[n-1]
+		vs.free = vs.free[:n-1]
+		vs.conts[id] = container{kind: k, a: uint64(len(vs.arena))}
+		return Value{Kind: k, N: uint64(id)}
+	}
+	vs.conts = append(vs.conts, container{kind: k, a: uint64(len(vs.arena))})
 	return Value{Kind: k, N: uint64(len(vs.conts) - 1)}
 }
 
 // Resolve follows a container a compactor replaced to its record.
 func (vs *Values) Resolve(v Value) Value {
 	if v.IsContainer() && v.N < uint64(len(vs.conts)) {
-		if c := &vs.conts[v.N]; c.replaced {
-			return c.alias
+		if c := &vs.conts[v.N]; c.flags&fReplaced != 0 {
+			return c.alias()
 		}
 	}
 	return v
@@ -263,27 +312,50 @@ func (vs *Values) Len(v Value) int {
 		return 0
 	}
 	c := &vs.conts[v.N]
-	if c.replaced {
+	if c.flags&fReplaced != 0 {
 		return 0
 	}
 	if c.kind == KindDict {
-		return c.n / 2
+		return int(c.n / 2)
 	}
-	return c.n
+	return int(c.n)
 }
 
 // Items returns the items of a list, tuple or set (for a dict, keys and
 // values interleaved). The slice aliases the store: read it, do not keep it
-// across further decoding.
+// across further decoding. A run of records (see RecordRun) is spelled out
+// in a new slice.
 func (vs *Values) Items(v Value) []Value {
 	if !v.IsContainer() || v.N >= uint64(len(vs.conts)) {
 		return nil
 	}
 	c := &vs.conts[v.N]
-	if c.replaced {
+	switch {
+	case c.flags&fReplaced != 0:
 		return nil
+	case c.flags&fRun != 0:
+		items := make([]Value, c.n)
+		for i := range items {
+			items[i] = Record(c.tag, c.a+uint64(i))
+		}
+		return items
 	}
-	return vs.arena[c.off : c.off+c.n]
+	return vs.arena[c.a : c.a+uint64(c.n)]
+}
+
+// RecordRun reports whether v is a list of n records of one tag whose
+// payloads are first, first+1, ..., first+n-1, stored as that run (no item
+// is kept in the arena). Readers of long lists of records use it instead of
+// Items.
+func (vs *Values) RecordRun(v Value) (tag uint8, first uint64, n int, ok bool) {
+	if v.Kind != KindList || v.N >= uint64(len(vs.conts)) {
+		return 0, 0, 0, false
+	}
+	c := &vs.conts[v.N]
+	if c.flags&(fRun|fReplaced) != fRun {
+		return 0, 0, 0, false
+	}
+	return c.tag, c.a, int(c.n), true
 }
 
 // Get looks a str key up in a dict (linear: snapshot dicts are small).
@@ -301,28 +373,73 @@ func (vs *Values) Get(dict Value, key string) (Value, bool) {
 	return None, false
 }
 
+// isRunOf reports whether items are records of tag with payloads next,
+// next+1, ...
+func isRunOf(items []Value, tag uint8, next uint64) bool {
+	for i, it := range items {
+		if it.Kind != KindRecord || it.Tag != tag || it.N != next+uint64(i) {
+			return false
+		}
+	}
+	return true
+}
+
 // appendItems appends items to a container, growing its room in the arena.
 // A container that is not at the arena's end moves there with twice the
 // room, so interleaved appends to many containers cost amortized linear time
-// and space.
-func (vs *Values) appendItems(id uint64, items ...Value) {
+// and space. A list that has only ever received consecutive records stays
+// a run and takes no arena room.
+func (vs *Values) appendItems(id uint64, items ...Value) error {
+	if len(items) == 0 {
+		return nil
+	}
 	c := &vs.conts[id]
-	if c.n+len(items) > c.cap {
-		need := c.n + len(items)
-		if c.off+c.cap == len(vs.arena) {
-			// At the end: grow in place.
-			vs.arena = append(vs.arena, make([]Value, need-c.cap)...)
-			c.cap = need
-		} else {
-			newCap := 2 * need
-			off := len(vs.arena)
-			vs.arena = append(vs.arena, vs.arena[c.off:c.off+c.n]...)
-			vs.arena = append(vs.arena, make([]Value, newCap-c.n)...)
-			c.off, c.cap = off, newCap
+	if uint64(c.n)+uint64(len(items)) > maxItems {
+		return errTooManyItems
+	}
+	if c.kind == KindList {
+		first := items[0]
+		switch {
+		case c.n == 0 && c.cap == 0 && first.Kind == KindRecord && isRunOf(items[1:], first.Tag, first.N+1):
+			c.flags |= fRun
+			c.a, c.tag, c.n = first.N, first.Tag, uint32(len(items))
+			return nil
+		case c.flags&fRun != 0 && isRunOf(items, c.tag, c.a+uint64(c.n)):
+			c.n += uint32(len(items))
+			return nil
+		case c.flags&fRun != 0:
+			vs.spellOut(c)
 		}
 	}
-	copy(vs.arena[c.off+c.n:], items)
-	c.n += len(items)
+	if c.n+uint32(len(items)) > c.cap {
+		need := uint64(c.n) + uint64(len(items))
+		if c.a+uint64(c.cap) == uint64(len(vs.arena)) {
+			// At the end: grow in place.
+			vs.arena = append(vs.arena, make([]Value, need-uint64(c.cap))...)
+			c.cap = uint32(need)
+		} else {
+			newCap := min(2*need, maxItems)
+			off := uint64(len(vs.arena))
+			vs.arena = append(vs.arena, vs.arena[c.a:c.a+uint64(c.n)]...)
+			vs.arena = append(vs.arena, make([]Value, newCap-uint64(c.n))...)
+			c.a, c.cap = off, uint32(newCap)
+		}
+	}
+	copy(vs.arena[c.a+uint64(c.n):], items)
+	c.n += uint32(len(items))
+	return nil
+}
+
+// spellOut turns a run into items at the arena's end, with twice the room.
+func (vs *Values) spellOut(c *container) {
+	off := uint64(len(vs.arena))
+	for i := range uint64(c.n) {
+		vs.arena = append(vs.arena, Record(c.tag, c.a+i))
+	}
+	newCap := min(2*uint64(c.n), maxItems)
+	vs.arena = append(vs.arena, make([]Value, newCap-uint64(c.n))...)
+	c.a, c.cap, c.tag = off, uint32(newCap), 0
+	c.flags &^= fRun
 }
 
 // replace makes a container an alias of a record and gives its arena room
@@ -330,10 +447,49 @@ func (vs *Values) appendItems(id uint64, items ...Value) {
 // written depth first).
 func (vs *Values) replace(id uint64, r Value) {
 	c := &vs.conts[id]
-	if c.off+c.cap == len(vs.arena) {
-		vs.arena = vs.arena[:c.off]
+	if c.flags&fRun == 0 && c.cap > 0 {
+		switch {
+		case vs.batch:
+			vs.rooms = append(vs.rooms, room{c.a, uint64(c.cap)})
+		case c.a+uint64(c.cap) == uint64(len(vs.arena)):
+			vs.arena = vs.arena[:c.a]
+		}
 	}
-	c.replaced, c.alias, c.n, c.cap = true, r, 0, 0
+	c.flags = c.flags&^fRun | fReplaced
+	c.a, c.tag, c.akind, c.n, c.cap = r.N, r.Tag, r.Kind, 0, 0
+}
+
+// beginBatch starts freezing the items of one opcode (APPENDS, SETITEMS,
+// LIST, ...). They are frozen first to last, so that a compactor sees
+// them, and numbers its records, in file order: the entries of a trace
+// then form a run (see RecordRun). Their arena rooms, which lie in the
+// same order at the arena's end, are given back together by endBatch.
+func (vs *Values) beginBatch() {
+	vs.batch = true
+	vs.rooms = vs.rooms[:0]
+}
+
+// endBatch gives back the rooms the batch freed, last first, as far as
+// they reach the arena's end.
+func (vs *Values) endBatch() {
+	vs.batch = false
+	rs := vs.rooms
+	if len(rs) == 0 {
+		return
+	}
+	if !slices.IsSortedFunc(rs, func(a, b room) int { return cmp.Compare(a.off, b.off) }) {
+		slices.SortFunc(rs, func(a, b room) int { return cmp.Compare(a.off, b.off) })
+	}
+	for i := len(rs) - 1; i >= 0 && rs[i].off+rs[i].n == uint64(len(vs.arena)); i-- {
+		vs.arena = vs.arena[:rs[i].off]
+	}
+	vs.rooms = rs[:0]
+}
+
+// recycle makes a container's id free for NewContainer.
+func (vs *Values) recycle(id uint64) {
+	vs.conts[id] = container{}
+	vs.free = append(vs.free, uint32(id))
 }
 
 // ArenaLen reports how many item words the store holds (for memory tests).
@@ -348,14 +504,14 @@ func (vs *Values) Freeze(v Value, c Compactor) (Value, error) {
 		return v, nil
 	}
 	ct := &vs.conts[v.N]
-	if ct.replaced {
-		return ct.alias, nil
+	if ct.flags&fReplaced != 0 {
+		return ct.alias(), nil
 	}
-	if ct.frozen || c == nil {
-		ct.frozen = true
+	if ct.flags&fFrozen != 0 || c == nil {
+		ct.flags |= fFrozen
 		return v, nil
 	}
-	ct.frozen = true
+	ct.flags |= fFrozen
 	r, ok, err := c.Compact(vs, v)
 	if err != nil || !ok {
 		return v, err
@@ -367,16 +523,18 @@ func (vs *Values) Freeze(v Value, c Compactor) (Value, error) {
 // Append adds items to the end of a list or set, or key, value pairs to a
 // dict, freezing each item with c first.
 func (vs *Values) Append(target Value, c Compactor, items ...Value) error {
-	if !target.IsContainer() || target.N >= uint64(len(vs.conts)) || vs.conts[target.N].replaced {
+	if !target.IsContainer() || target.N >= uint64(len(vs.conts)) || vs.conts[target.N].flags&fReplaced != 0 {
 		return fmt.Errorf("append to a %s that is not an open container", target.Kind)
 	}
-	for i := len(items) - 1; i >= 0; i-- {
-		v, err := vs.Freeze(items[i], c)
+	vs.beginBatch()
+	for i, it := range items {
+		v, err := vs.Freeze(it, c)
 		if err != nil {
+			vs.endBatch()
 			return err
 		}
 		items[i] = v
 	}
-	vs.appendItems(target.N, items...)
-	return nil
+	vs.endBatch()
+	return vs.appendItems(target.N, items...)
 }

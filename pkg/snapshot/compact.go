@@ -67,8 +67,13 @@ type historyEntry struct {
 
 // pendingSegment is a segment whose blocks are still in builder.blocks.
 type pendingSegment struct {
-	seg    Segment
-	blocks []uint32 // indices into builder.blocks, in list order
+	seg Segment
+	// The segment's blocks: builder.blocks[first:first+n] when its list
+	// was a run of consecutive blocks (the usual case), else the indices
+	// in blocks, in list order.
+	run      bool
+	first, n uint32
+	blocks   []uint32
 	// which sizes the file gave (older files lack some).
 	hasAllocated, hasActive, hasRequested bool
 }
@@ -98,9 +103,14 @@ type builder struct {
 	blockTaken []bool
 
 	features Features
-	frameIDs []FrameID // scratch
-	fields   [kCount]pickle.Value
-	present  [kCount]bool
+	// progress reports how far decoding has come (input offset, input
+	// size), or is nil when that is unknown; see growEntries.
+	progress func() (done, total int64)
+	// firstEntryAt is the input offset of the first trace entry.
+	firstEntryAt int64
+	frameIDs     []FrameID // scratch
+	fields       [kCount]pickle.Value
+	present      [kCount]bool
 }
 
 func newBuilder(vs *pickle.Values) *builder {
@@ -153,16 +163,26 @@ func (b *builder) Compact(vs *pickle.Values, v pickle.Value) (pickle.Value, bool
 			return b.historyItem()
 		}
 	case pickle.KindList, pickle.KindTuple:
-		items := vs.Items(v)
-		if len(items) == 0 {
-			return v, false, nil
-		}
 		ids := b.frameIDs[:0]
-		for _, it := range items {
-			if it.Kind != pickle.KindRecord || it.Tag != tagFrame {
+		if tag, first, n, ok := vs.RecordRun(v); ok {
+			// Frames seen for the first time have consecutive ids.
+			if tag != tagFrame {
 				return v, false, nil
 			}
-			ids = append(ids, FrameID(it.N))
+			for i := range n {
+				ids = append(ids, FrameID(first+uint64(i)))
+			}
+		} else {
+			items := vs.Items(v)
+			if len(items) == 0 {
+				return v, false, nil
+			}
+			for _, it := range items {
+				if it.Kind != pickle.KindRecord || it.Tag != tagFrame {
+					return v, false, nil
+				}
+				ids = append(ids, FrameID(it.N))
+			}
 		}
 		b.frameIDs = ids
 		return pickle.Record(tagStack, uint64(b.stacks.InternStack(ids))), true, nil
@@ -306,8 +326,36 @@ func (b *builder) entry() (pickle.Value, bool, error) {
 	b.features.UserMetadata = b.features.UserMetadata || b.present[kUserMetadata]
 	e.CompileContext = b.internStr(kCompileContext)
 	e.UserMetadata = b.internStr(kUserMetadata)
+	if len(b.entries) == cap(b.entries) {
+		b.growEntries()
+	}
 	b.entries = append(b.entries, e)
 	return pickle.Record(tagEntry, uint64(len(b.entries)-1)), true, nil
+}
+
+// growEntries makes room for more trace entries. The traces are slices of
+// b.entries in the end (see traces), so the array is never copied into
+// another; but growing it by doubling would hold the old and the new
+// array at once, twice the traces' memory at the worst moment. Once a few
+// thousand entries have been read, the room is sized from the entries per
+// input byte so far and the bytes still to come, with a margin: on a
+// large file the array is allocated about once at its final size.
+func (b *builder) growEntries() {
+	n := len(b.entries)
+	want := max(2*n, 256)
+	if n == 0 && b.progress != nil {
+		b.firstEntryAt, _ = b.progress()
+	}
+	if n >= 4096 && b.progress != nil {
+		done, total := b.progress()
+		if span := done - b.firstEntryAt; span > 0 && total > done {
+			left := float64(n) / float64(span) * float64(total-done)
+			want = max(n+n/8, n+int(1.15*left)+4096)
+		}
+	}
+	grown := make([]TraceEntry, n, want)
+	copy(grown, b.entries)
+	b.entries = grown
 }
 
 func (b *builder) historyItem() (pickle.Value, bool, error) {
@@ -454,15 +502,31 @@ func (b *builder) segment() (pickle.Value, bool, error) {
 	if blocks.Kind != pickle.KindList && blocks.Kind != pickle.KindTuple {
 		return pickle.None, false, fmt.Errorf("%s: \"blocks\" is a %s, not a list", what, blocks.Kind)
 	}
-	for _, it := range b.vs.Items(blocks) {
-		if it.Kind != pickle.KindRecord || it.Tag != tagBlock {
-			return pickle.None, false, fmt.Errorf("%s: a block is not a {size, state, ...} dict", what)
+	take := func(n uint64) error {
+		if b.blockTaken[n] {
+			return fmt.Errorf("%s: a block dict is listed twice (PyTorch writes each block once)", what)
 		}
-		if b.blockTaken[it.N] {
-			return pickle.None, false, fmt.Errorf("%s: a block dict is listed twice (PyTorch writes each block once)", what)
+		b.blockTaken[n] = true
+		p.blocks = append(p.blocks, uint32(n))
+		return nil
+	}
+	if tag, first, n, ok := b.vs.RecordRun(blocks); ok && tag == tagBlock {
+		for i := range uint64(n) {
+			if b.blockTaken[first+i] {
+				return pickle.None, false, fmt.Errorf("%s: a block dict is listed twice (PyTorch writes each block once)", what)
+			}
+			b.blockTaken[first+i] = true
 		}
-		b.blockTaken[it.N] = true
-		p.blocks = append(p.blocks, uint32(it.N))
+		p.run, p.first, p.n = true, uint32(first), uint32(n)
+	} else {
+		for _, it := range b.vs.Items(blocks) {
+			if it.Kind != pickle.KindRecord || it.Tag != tagBlock {
+				return pickle.None, false, fmt.Errorf("%s: a block is not a {size, state, ...} dict", what)
+			}
+			if err := take(it.N); err != nil {
+				return pickle.None, false, err
+			}
+		}
 	}
 	b.segments = append(b.segments, p)
 	return pickle.Record(tagSegment, uint64(len(b.segments)-1)), true, nil

@@ -120,6 +120,9 @@ func Read(r io.Reader, size int64) (*Snapshot, error) {
 		}
 	} else {
 		d := pickle.NewDecoder(in, vs, b)
+		if !features.Gzip && size > 0 {
+			b.progress = func() (int64, int64) { return d.Offset(), size }
+		}
 		top, err = d.Decode()
 		if err != nil {
 			return nil, explainPickleError(err, head)
@@ -311,11 +314,22 @@ func keyList(vs *pickle.Values, dict pickle.Value) string {
 // older files leave out, and notes inconsistencies as warnings.
 func (b *builder) finishSegment(p *pendingSegment, warnings *[]string) Segment {
 	s := p.seg
-	s.Blocks = make([]Block, len(p.blocks))
+	if p.run {
+		// The blocks decoded one after another and each is taken once:
+		// the segment's blocks are a slice of them, filled in place.
+		s.Blocks = b.blocks[p.first : p.first+p.n : p.first+p.n]
+	} else {
+		s.Blocks = make([]Block, len(p.blocks))
+	}
 	addr := s.Address
 	var total, allocated, active, requested int64
-	for i, idx := range p.blocks {
-		bl := b.blocks[idx]
+	for i := range s.Blocks {
+		var bl Block
+		if p.run {
+			bl = s.Blocks[i]
+		} else {
+			bl = b.blocks[p.blocks[i]]
+		}
 		if bl.Address == addrUnknown {
 			bl.Address = addr
 		}
@@ -371,11 +385,19 @@ func (b *builder) traces(s *Snapshot, v pickle.Value) error {
 		if dev.Kind != pickle.KindList && dev.Kind != pickle.KindTuple {
 			return fmt.Errorf("%w: device_traces[%d] is a %s, not a list", ErrNotSnapshot, d, dev.Kind)
 		}
-		items := vs.Items(dev)
-		if first, ok := taken[dev.N]; ok && len(items) > 0 {
+		if first, ok := taken[dev.N]; ok && vs.Len(dev) > 0 {
 			return fmt.Errorf("%w: device_traces[%d] is the same list as device_traces[%d] (PyTorch writes one list per device)", ErrNotSnapshot, d, first)
 		}
 		taken[dev.N] = d
+		if tag, first, n, ok := vs.RecordRun(dev); ok && tag == tagEntry {
+			// The entries of a device's trace decode one after another:
+			// the trace is a slice of them, not a copy (a copy doubled
+			// the peak memory of reading a large trace). Its capacity
+			// ends with it, so that appending to it copies.
+			s.Traces = append(s.Traces, b.entries[first:first+uint64(n):first+uint64(n)])
+			continue
+		}
+		items := vs.Items(dev)
 		trace := make([]TraceEntry, len(items))
 		for i, it := range items {
 			if it.Kind != pickle.KindRecord || it.Tag != tagEntry {
