@@ -160,6 +160,8 @@ func writeText(opts *Options, devices []deviceOOM) error {
 			doc.Line("PyTorch's message, rebuilt from the trace (the total capacity is device_free + reserved, what PyTorch could have had: the snapshot does not record the GPU's size):")
 			doc.Pre([]string{o.Message})
 			doc.Line("verdict: %s", report.VerdictText(o))
+			doc.Line("the request needs %s from the %s pool on stream %s; the largest free block there was %s",
+				report.Size(o.AllocSize), o.Pool, report.Stream(o.Stream).Text, report.Size(o.LargestInPool))
 			writeState(doc, opts, &o.MemoryState)
 			doc.Line("the failing allocation was requested at:")
 			stack := report.StackLines(o.Stack, o.HiddenFrames, opts.AllFrames)
