@@ -44,6 +44,42 @@ type startState struct {
 	// unexplained counts first-event frees no pre-existing segment covers.
 	unexplained int
 	warnings    []string
+	// freeStacksAreAllocStacks is true unless the recording captured
+	// free-time stacks (context="all"); see freesCarryAllocationStacks.
+	freeStacksAreAllocStacks bool
+}
+
+// freesCarryAllocationStacks reports whether the trace's free entries carry
+// the stack of the allocation they free. PyTorch records the free-time
+// stack on free entries only with context="all"; otherwise a free repeats
+// the allocation's stack. The trace does not say which context was used,
+// so this looks at the allocations made and freed inside the window: only
+// if every one of their free entries carries the alloc's own stack does a
+// first-event free (a block allocated before recording) name where that
+// block was allocated; otherwise its stack is where it was freed and must
+// not be charged as an allocation site. (A strict test: with "all", a
+// tensor freed in the function that made it repeats the stack too — 73%
+// of the pairs in one published trace.)
+func freesCarryAllocationStacks(tr []snapshot.TraceEntry) bool {
+	allocStack := make(map[uint64]snapshot.StackID)
+	same, pairs := 0, 0
+	for _, e := range tr {
+		switch e.Action {
+		case snapshot.ActionAlloc:
+			allocStack[e.Addr] = e.Stack
+		case snapshot.ActionFreeRequested, snapshot.ActionFree:
+			if st, ok := allocStack[e.Addr]; ok {
+				pairs++
+				if st == e.Stack {
+					same++
+				}
+				delete(allocStack, e.Addr)
+			}
+		}
+	}
+	// With no pairs to judge by, assume _record_memory_history's default
+	// context, "all": free entries hold free-time stacks.
+	return pairs > 0 && same == pairs
 }
 
 type seedReservation struct {
@@ -157,7 +193,7 @@ func segmentPoolOfSize(size int64) snapshot.Pool {
 // reconstructStart rebuilds the state before the first trace entry.
 // resSize gives an expandable reservation's size for a page size.
 func reconstructStart(cfg Config, tr []snapshot.TraceEntry, final []*snapshot.Segment, resSize func(page int64) int64) startState {
-	st := startState{exact: make(map[uint64]bool)}
+	st := startState{exact: make(map[uint64]bool), freeStacksAreAllocStacks: freesCarryAllocationStacks(tr)}
 	touched := make(map[uint64]bool)
 	var freed []firstFree
 	created := make(map[uint64]int64) // cudaMalloc'd in the trace and still live
@@ -415,8 +451,12 @@ func (st *startState) liveBlocks(cfg Config, seg *snapshot.Segment, final []snap
 		if f.e.Action == snapshot.ActionFreeCompleted {
 			state = snapshot.ActivePendingFree
 		}
+		stack := f.e.Stack
+		if !st.freeStacksAreAllocStacks {
+			stack = snapshot.NoStack
+		}
 		blocks = append(blocks, live{b: snapshot.Block{
-			Address: f.e.Addr, Size: cfg.RoundSize(f.e.Size), RequestedSize: f.e.Size, State: state, Stack: f.e.Stack,
+			Address: f.e.Addr, Size: cfg.RoundSize(f.e.Size), RequestedSize: f.e.Size, State: state, Stack: stack,
 		}})
 	}
 	slices.SortFunc(blocks, func(x, y live) int {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -346,7 +347,7 @@ func jsonDiff(opts *Options, devices []deviceDiff) any {
 		}
 		groups := make([]analysis.Group, len(d.Stacks))
 		for i, s := range d.Stacks {
-			groups[i] = analysis.Group{Key: s.Key, Site: s.Site, Stack: s.Stack}
+			groups[i] = analysis.Group{Key: s.Key, Site: s.Site, Stack: s.Stack, FreedAt: strings.HasPrefix(s.Key, analysis.FreedAtPrefix)}
 		}
 		labels := report.GroupLabels(groups, analysis.ByStack)
 		for i, s := range d.Stacks {
