@@ -3,10 +3,9 @@ package snapshot
 import (
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"strconv"
 
+	"github.com/memstat/memstat/internal/atomicfile"
 	"github.com/memstat/memstat/pkg/pickle"
 )
 
@@ -72,51 +71,8 @@ func Write(w io.Writer, s *Snapshot) error {
 // old file or the complete new one, never a part; on an error the
 // temporary file is removed and path is left as it was. A new file gets
 // mode 0644; a replaced one keeps its mode.
-func WriteFile(path string, s *Snapshot) (err error) {
-	dir, base := filepath.Split(path)
-	if dir == "" {
-		dir = "."
-	}
-	perm := os.FileMode(0o644)
-	if st, err := os.Stat(path); err == nil {
-		if !st.Mode().IsRegular() {
-			return fmt.Errorf("writing %s: not a regular file", path)
-		}
-		perm = st.Mode().Perm()
-	}
-	f, err := os.CreateTemp(dir, "."+base+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	tmp := f.Name()
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(tmp)
-			err = fmt.Errorf("writing %s: %w", path, err)
-		}
-	}()
-	if err = Write(f, s); err != nil {
-		return err
-	}
-	if err = f.Chmod(perm); err != nil {
-		return err
-	}
-	if err = f.Sync(); err != nil {
-		return err
-	}
-	if err = f.Close(); err != nil {
-		return err
-	}
-	if err = os.Rename(tmp, path); err != nil {
-		return err
-	}
-	// Make the rename itself durable; not every system can sync a folder.
-	if d, derr := os.Open(dir); derr == nil {
-		d.Sync()
-		d.Close()
-	}
-	return nil
+func WriteFile(path string, s *Snapshot) error {
+	return atomicfile.Write(path, func(w io.Writer) error { return Write(w, s) })
 }
 
 type writer struct {
