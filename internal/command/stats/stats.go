@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 
 	"github.com/memstat/memstat/internal/command"
 	"github.com/memstat/memstat/internal/iostreams"
+	"github.com/memstat/memstat/internal/parallel"
 	"github.com/memstat/memstat/pkg/allocator"
 	"github.com/memstat/memstat/pkg/report"
 	"github.com/memstat/memstat/pkg/snapshot"
@@ -22,16 +24,22 @@ import (
 // Options are `memstat stats`'s inputs.
 type Options struct {
 	IO     *iostreams.IOStreams
+	Getenv func(string) string
 	Files  []string
 	Output command.OutputFlags
 	// Format is the resolved output format.
 	Format report.Format
+	// Jobs caps the files decoded and replayed at once (0: one per CPU,
+	// within the memory budget).
+	Jobs int
+	// Summary prints only the table across files (ranks).
+	Summary bool
 }
 
 // NewCmdStats returns the stats command. runF replaces runStats in tests
 // of flag parsing.
 func NewCmdStats(f *command.Factory, runF func(*Options) error) *cobra.Command {
-	opts := &Options{IO: f.IO}
+	opts := &Options{IO: f.IO, Getenv: f.Getenv}
 	cmd := &cobra.Command{
 		Use:   "stats FILE...",
 		Short: "torch.cuda.memory_stats() of a snapshot, replayed from its trace",
@@ -50,13 +58,22 @@ window. A snapshot without a trace gives its final state. A line under the
 headline says which case applies, and whether the replayed final state equals
 the snapshot's segments.
 
+Several files (one snapshot per rank of a distributed job) are decoded and
+replayed in parallel, as many at once as --jobs and the memory available
+allow (about three times each file's size), and reported in the order given,
+followed by a table across them: each rank's peak allocated and reserved
+memory, fragmentation and OOMs, their minimum, median and maximum, and the
+rank furthest from the median. --summary prints only that table.
+
 --json prints one object: {"files": [{"file", "devices": [{"device",
-"memory_stats", "headline", "history", "agreement"}]}]}, where memory_stats
-has exactly the keys and values torch.cuda.memory_stats() returns for the
-PyTorch version the file was written by.`,
+"memory_stats", "headline", "history", "agreement"}]}], "ranks": {...}},
+where memory_stats has exactly the keys and values torch.cuda.memory_stats()
+returns for the PyTorch version the file was written by, and "ranks" (for
+more than one file or device) is the table across them.`,
 		Example: `  memstat stats snapshot.pickle
   memstat stats --json a.pickle b.pickle
-  memstat stats --format markdown snapshot.pickle`,
+  memstat stats --format markdown snapshot.pickle
+  memstat stats --summary rank*.pickle`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 {
 				return command.FlagErrorf("no snapshot given: memstat stats FILE...")
@@ -65,6 +82,9 @@ PyTorch version the file was written by.`,
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Files = args
+			if opts.Jobs < 0 {
+				return command.FlagErrorf("invalid --jobs %d: give a positive number, or 0 for one per CPU", opts.Jobs)
+			}
 			format, err := opts.Output.Resolve()
 			if err != nil {
 				return err
@@ -77,6 +97,8 @@ PyTorch version the file was written by.`,
 		},
 	}
 	command.AddOutputFlags(cmd, &opts.Output, report.Text, report.JSON, report.Markdown)
+	cmd.Flags().IntVar(&opts.Jobs, "jobs", 0, "files to decode and replay at once (0: one per CPU, within the available memory)")
+	cmd.Flags().BoolVar(&opts.Summary, "summary", false, "print only the table across files (ranks)")
 	return cmd
 }
 
@@ -87,53 +109,91 @@ type fileStats struct {
 	// Sparklines holds, per device, allocated memory after each trace
 	// entry, drawn under the headline on a terminal only.
 	Sparklines [][]int64
+	// Warnings go to stderr, in file order.
+	Warnings []string
 }
 
 func runStats(opts *Options) error {
-	var files []fileStats
-	for _, fn := range opts.Files {
-		snap, err := snapshot.Load(fn)
-		if err != nil {
+	popts := parallel.Options{Jobs: opts.Jobs, Budget: parallel.DefaultBudget()}
+	if len(opts.Files) > 1 && (opts.Getenv == nil || opts.Getenv("GOMEMLIMIT") == "") {
+		// Several files at once: let the garbage collector work harder
+		// rather than let their heaps together outgrow the budget.
+		defer debug.SetMemoryLimit(debug.SetMemoryLimit(popts.Budget))
+	}
+	spark := opts.IO.IsStdoutTTY() && !opts.Summary
+	files, err := parallel.Map(opts.Files, popts, func(_ int, fn string) (fileStats, error) {
+		return statsOf(fn, spark)
+	})
+	// Warnings of the files before a failed one come first, as when the
+	// files are read one after another.
+	for _, f := range files {
+		for _, w := range f.Warnings {
+			fmt.Fprintln(opts.IO.ErrOut, w)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	ranks := rankSummary(files)
+	if opts.Format == report.JSON {
+		return report.WriteJSON(opts.IO.Out, jsonStats(files, ranks, opts.Summary))
+	}
+	if !opts.Summary {
+		if err := writeText(opts.IO.Out, files, opts.Format, opts.IO.TerminalWidth()); err != nil {
 			return err
 		}
-		for _, w := range snap.Warnings {
-			fmt.Fprintf(opts.IO.ErrOut, "memstat: %s: warning: %s\n", fn, w)
-		}
-		fs := fileStats{File: fn}
-		for d := range snap.Devices() {
-			if len(snap.Trace(d)) == 0 && len(snap.DeviceSegments(d)) == 0 {
-				continue
-			}
-			ro := allocator.ReplayOptions{Device: d}
-			var spark []int64
-			if opts.IO.IsStdoutTTY() {
-				ro.OnEvent = func(_ int, _ snapshot.TraceEntry, a *allocator.Allocator) {
-					spark = append(spark, a.Stats().AllocatedBytes[allocator.PoolAll].Current)
-				}
-			}
-			r, err := allocator.NewReplay(snap, ro)
-			if err != nil {
-				return fmt.Errorf("%s: device %d: %w", fn, d, err)
-			}
-			res, err := r.Run()
-			if err != nil {
-				return fmt.Errorf("%s: device %d: %w", fn, d, err)
-			}
-			for _, w := range res.Warnings {
-				fmt.Fprintf(opts.IO.ErrOut, "memstat: %s: device %d: %s\n", fn, d, w)
-			}
-			fs.Devices = append(fs.Devices, res)
-			fs.Sparklines = append(fs.Sparklines, spark)
-		}
-		if len(fs.Devices) == 0 {
-			fmt.Fprintf(opts.IO.ErrOut, "memstat: %s: no device has segments or a trace\n", fn)
-		}
-		files = append(files, fs)
 	}
-	if opts.Format == report.JSON {
-		return report.WriteJSON(opts.IO.Out, jsonStats(files))
+	if ranks == nil {
+		return nil
 	}
-	return writeText(opts.IO.Out, files, opts.Format, opts.IO.TerminalWidth())
+	if !opts.Summary {
+		fmt.Fprintln(opts.IO.Out)
+	}
+	return writeRanks(opts.IO.Out, ranks, opts.Format)
+}
+
+// statsOf loads one file and replays every device that has segments or a
+// trace; the snapshot is dropped when it returns, only the results stay.
+// With spark, it keeps allocated memory after each entry for the
+// sparkline.
+func statsOf(fn string, spark bool) (fileStats, error) {
+	snap, err := snapshot.Load(fn)
+	if err != nil {
+		return fileStats{}, err
+	}
+	fs := fileStats{File: fn}
+	for _, w := range snap.Warnings {
+		fs.Warnings = append(fs.Warnings, fmt.Sprintf("memstat: %s: warning: %s", fn, w))
+	}
+	for d := range snap.Devices() {
+		if len(snap.Trace(d)) == 0 && len(snap.DeviceSegments(d)) == 0 {
+			continue
+		}
+		ro := allocator.ReplayOptions{Device: d}
+		var line []int64
+		if spark {
+			ro.OnEvent = func(_ int, _ snapshot.TraceEntry, a *allocator.Allocator) {
+				line = append(line, a.Stats().AllocatedBytes[allocator.PoolAll].Current)
+			}
+		}
+		r, err := allocator.NewReplay(snap, ro)
+		if err != nil {
+			return fileStats{}, fmt.Errorf("%s: device %d: %w", fn, d, err)
+		}
+		res, err := r.Run()
+		if err != nil {
+			return fileStats{}, fmt.Errorf("%s: device %d: %w", fn, d, err)
+		}
+		for _, w := range res.Warnings {
+			fs.Warnings = append(fs.Warnings, fmt.Sprintf("memstat: %s: device %d: %s", fn, d, w))
+		}
+		fs.Devices = append(fs.Devices, res)
+		fs.Sparklines = append(fs.Sparklines, line)
+	}
+	if len(fs.Devices) == 0 {
+		fs.Warnings = append(fs.Warnings, fmt.Sprintf("memstat: %s: no device has segments or a trace", fn))
+	}
+	return fs, nil
 }
 
 // Headline is the report headline of a replay.
@@ -160,10 +220,15 @@ type jsonDevice struct {
 	Agreement    *allocator.Agreement `json:"agreement"`
 }
 
-func jsonStats(files []fileStats) any {
+func jsonStats(files []fileStats, ranks *ranks, summary bool) any {
 	out := struct {
-		Files []jsonFile `json:"files"`
-	}{Files: []jsonFile{}}
+		Files []jsonFile `json:"files,omitempty"`
+		Ranks *jsonRanks `json:"ranks,omitempty"`
+	}{Files: []jsonFile{}, Ranks: ranks.json()}
+	if summary {
+		out.Files = nil
+		return out
+	}
 	for _, f := range files {
 		jf := jsonFile{File: f.File, Devices: []jsonDevice{}}
 		for _, res := range f.Devices {

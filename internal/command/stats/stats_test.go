@@ -260,6 +260,8 @@ func TestFlags(t *testing.T) {
 		{[]string{"--format", "csv", "a.pickle"}, "invalid --format", ""},
 		{[]string{"--json", "--format", "markdown", "a.pickle"}, "disagree", ""},
 		{[]string{}, "no snapshot given", ""},
+		{[]string{"--jobs", "-1", "a.pickle"}, "invalid --jobs", ""},
+		{[]string{"--jobs", "4", "--summary", "a.pickle", "b.pickle"}, "", "text"},
 	} {
 		cmd := NewCmdStats(&command.Factory{IO: ios}, func(o *Options) error { got = o; return nil })
 		cmd.SetArgs(c.args)
@@ -284,4 +286,142 @@ func asFlagError(err error, fe **command.FlagError) bool {
 	e, ok := err.(*command.FlagError)
 	*fe = e
 	return ok
+}
+
+type ranksJSON struct {
+	Ranks *struct {
+		Rows []struct {
+			File          string `json:"file"`
+			PeakAllocated int64  `json:"peak_allocated"`
+			PeakReserved  int64  `json:"peak_reserved"`
+			OOMs          int64  `json:"ooms"`
+		} `json:"rows"`
+		Min, Median, Max struct {
+			PeakAllocated int64 `json:"peak_allocated"`
+			PeakReserved  int64 `json:"peak_reserved"`
+		}
+		Outlier *struct {
+			File                   string `json:"file"`
+			PeakReservedFromMedian int64  `json:"peak_reserved_from_median"`
+		} `json:"outlier"`
+	} `json:"ranks"`
+	Files []json.RawMessage `json:"files"`
+}
+
+// TestRanksAcrossFiles: several files (read in parallel) give the per-file
+// figures in argument order and a table across them whose rows, minimum,
+// median, maximum and outlier follow from those figures; --summary prints
+// only that table.
+func TestRanksAcrossFiles(t *testing.T) {
+	parts := []string{"silmont2000", "ZidongLiu", "kkaitlyn111", "bcrafton", "cranberrii"}
+	var files []string
+	for _, p := range parts {
+		files = append(files, realdata.File(t, p))
+	}
+	for _, jobs := range []string{"1", "3"} {
+		out, _, err := execStats(t, append([]string{"--json", "--jobs", jobs}, files...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var per statsJSON
+		var got ranksJSON
+		if err := json.Unmarshal([]byte(out), &per); err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal([]byte(out), &got); err != nil {
+			t.Fatal(err)
+		}
+		if got.Ranks == nil || len(per.Files) != len(files) || len(got.Ranks.Rows) != len(files) {
+			t.Fatalf("jobs %s: %d files, ranks %+v", jobs, len(per.Files), got.Ranks)
+		}
+		var reserved, allocated []int64
+		for i, f := range per.Files {
+			if f.File != filepath.Base(files[i]) || got.Ranks.Rows[i].File != f.File {
+				t.Fatalf("jobs %s: file %d is %q / %q, want %q", jobs, i, f.File, got.Ranks.Rows[i].File, filepath.Base(files[i]))
+			}
+			h := f.Devices[0].Headline
+			if got.Ranks.Rows[i].PeakReserved != h.PeakReserved || got.Ranks.Rows[i].PeakAllocated != h.PeakAllocated {
+				t.Errorf("rank %d: %+v, headline %+v", i, got.Ranks.Rows[i], h)
+			}
+			reserved = append(reserved, h.PeakReserved)
+			allocated = append(allocated, h.PeakAllocated)
+		}
+		sort.Slice(reserved, func(i, j int) bool { return reserved[i] < reserved[j] })
+		sort.Slice(allocated, func(i, j int) bool { return allocated[i] < allocated[j] })
+		r := got.Ranks
+		if r.Min.PeakReserved != reserved[0] || r.Median.PeakReserved != reserved[2] || r.Max.PeakReserved != reserved[4] ||
+			r.Min.PeakAllocated != allocated[0] || r.Median.PeakAllocated != allocated[2] || r.Max.PeakAllocated != allocated[4] {
+			t.Errorf("spread %+v %+v %+v, sorted reserved %v allocated %v", r.Min, r.Median, r.Max, reserved, allocated)
+		}
+		// The outlier is the rank furthest from the median reserved.
+		var far int64
+		var farFile string
+		for _, row := range r.Rows {
+			if d := row.PeakReserved - reserved[2]; d*d > far*far {
+				far, farFile = d, row.File
+			}
+		}
+		if r.Outlier == nil || r.Outlier.File != farFile || r.Outlier.PeakReservedFromMedian != far {
+			t.Errorf("outlier %+v, want %s at %d", r.Outlier, farFile, far)
+		}
+	}
+
+	text, _, err := execStats(t, append([]string{"--summary"}, files...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(text, "Allocated memory") || !strings.Contains(text, "Across 5 ranks") ||
+		!strings.Contains(text, "furthest from the median: kkaitlyn111") {
+		t.Errorf("--summary output:\n%s", text)
+	}
+	golden.Check(t, "ranks.text", []byte(text))
+	md, _, err := execStats(t, append([]string{"--summary", "--format", "markdown"}, files...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden.Check(t, "ranks.markdown", []byte(md))
+	full, _, err := execStats(t, files...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Count(full, "Allocated memory") != 5 || !strings.HasSuffix(full, text) {
+		t.Errorf("full output does not end with the summary:\n%s", full)
+	}
+	out, _, err := execStats(t, "--json", "--summary", files[0], files[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum ranksJSON
+	if err := json.Unmarshal([]byte(out), &sum); err != nil || sum.Files != nil || sum.Ranks == nil || len(sum.Ranks.Rows) != 2 {
+		t.Errorf("--json --summary: %v\n%s", err, out)
+	}
+	// One file: no table across files.
+	out, _, err = execStats(t, "--json", files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out, `"ranks"`) {
+		t.Errorf("one file has a ranks table:\n%.300s", out)
+	}
+}
+
+// TestSeveralFilesFirstErrorWins: with files read in parallel, the error
+// is the first bad file's in argument order, and the warnings of the files
+// before it are printed.
+func TestSeveralFilesFirstErrorWins(t *testing.T) {
+	good := realdata.File(t, "silmont2000")
+	dir := t.TempDir()
+	bad1, bad2 := filepath.Join(dir, "bad1.pickle"), filepath.Join(dir, "bad2.pickle")
+	if err := os.WriteFile(bad1, []byte("not a pickle at all"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bad2, []byte{0x80, 0x04, 0x95}, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, jobs := range []string{"1", "4"} {
+		_, _, err := execStats(t, "--jobs", jobs, good, bad1, good, bad2)
+		if err == nil || !strings.HasPrefix(err.Error(), bad1+": ") {
+			t.Errorf("jobs %s: error %v, want bad1's", jobs, err)
+		}
+	}
 }
