@@ -479,6 +479,12 @@ func (d *Decoder) memoGet(i uint64) error {
 // Decode runs the pickle to its STOP opcode and returns the result.
 func (d *Decoder) Decode() (Value, error) {
 	for {
+		if buf := d.buf[d.pos:d.end]; len(buf) >= fastLen {
+			if n := d.fast(buf); n > 0 {
+				d.pos += n
+				continue
+			}
+		}
 		d.opStart = d.base + int64(d.pos)
 		if d.pos >= d.end {
 			d.op = 0
@@ -509,6 +515,94 @@ func (d *Decoder) Decode() (Value, error) {
 }
 
 var errStop = errors.New("stop")
+
+// fastLen is the buffered length from which fast may decode an opcode:
+// the longest fixed-size opcode (BINFLOAT, FRAME) is 9 bytes.
+const fastLen = 10
+
+// fast decodes the opcode at buf[0] when it is one of the common ones, its
+// arguments are in buf and it cannot fail, and returns its length; it
+// returns 0 to leave the opcode to step, which also reports errors. Memo
+// references, small ints, MARK, MEMOIZE and empty containers are most of
+// the opcodes of a snapshot (60% are BINGET or LONG_BINGET).
+func (d *Decoder) fast(buf []byte) int {
+	_ = buf[fastLen-1]
+	switch buf[0] {
+	case opLongBinGet:
+		v, ok := d.memo.get(uint64(binary.LittleEndian.Uint32(buf[1:5])))
+		if !ok {
+			return 0
+		}
+		d.push(d.vs.Resolve(v))
+		return 5
+	case opBinGet:
+		v, ok := d.memo.get(uint64(buf[1]))
+		if !ok {
+			return 0
+		}
+		d.push(d.vs.Resolve(v))
+		return 2
+	case opMark:
+		d.marks = append(d.marks, len(d.stack))
+		return 1
+	case opMemoize:
+		if len(d.stack) == 0 || len(d.marks) > 0 && d.marks[len(d.marks)-1] == len(d.stack) {
+			return 0
+		}
+		// The index is the count of entries, never past the end: no
+		// error is possible.
+		_ = d.memoPut(uint64(d.memo.stored), d.stack[len(d.stack)-1])
+		return 1
+	case opBinInt1:
+		d.stack = append(d.stack, Int(int64(buf[1])))
+		return 2
+	case opBinInt2:
+		d.stack = append(d.stack, Int(int64(binary.LittleEndian.Uint16(buf[1:3]))))
+		return 3
+	case opBinInt:
+		d.stack = append(d.stack, Int(int64(int32(binary.LittleEndian.Uint32(buf[1:5])))))
+		return 5
+	case opLong1:
+		n := int(buf[1])
+		if n == 0 || n > 8 {
+			return 0
+		}
+		var u uint64
+		for i := n + 1; i >= 2; i-- {
+			u = u<<8 | uint64(buf[i])
+		}
+		if buf[n+1]&0x80 != 0 && n < 8 {
+			u |= ^uint64(0) << (8 * uint(n)) // sign-extend
+		}
+		d.stack = append(d.stack, Int(int64(u)))
+		return n + 2
+	case opEmptyDict:
+		d.push(d.vs.NewContainer(KindDict))
+		return 1
+	case opEmptyList:
+		d.push(d.vs.NewContainer(KindList))
+		return 1
+	case opShortBinUnicode:
+		n := int(buf[1])
+		if len(buf) < n+2 {
+			return 0
+		}
+		d.stack = append(d.stack, d.vs.StrBytes(buf[2:n+2]))
+		return n + 2
+	case opNone:
+		d.stack = append(d.stack, None)
+		return 1
+	case opNewTrue:
+		d.stack = append(d.stack, Bool(true))
+		return 1
+	case opNewFalse:
+		d.stack = append(d.stack, Bool(false))
+		return 1
+	case opFrame:
+		return 9
+	}
+	return 0
+}
 
 func (d *Decoder) step(op byte) error {
 	vs := d.vs

@@ -874,11 +874,49 @@ func TestEncoderWriterErrors(t *testing.T) {
 // BenchmarkEncoder writes snapshot-shaped trace entries: small dicts with
 // memoized keys, pointer-sized ints and shared stacks.
 func BenchmarkEncoder(b *testing.B) {
-	const entries = 50000
 	var buf bytes.Buffer
+	encodeEntries(b, &buf)
+	b.SetBytes(int64(buf.Len()))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		encodeEntries(b, &buf)
+	}
+}
+
+// BenchmarkDecode decodes what BenchmarkEncoder writes into a generic
+// value tree (no compactor: every dict and list is kept), in memory and
+// streamed; MB/s is input bytes per second.
+func BenchmarkDecode(b *testing.B) {
+	var buf bytes.Buffer
+	encodeEntries(b, &buf)
+	data := buf.Bytes()
+	b.Run("memory", func(b *testing.B) {
+		b.SetBytes(int64(len(data)))
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, _, err := Loads(data); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("stream", func(b *testing.B) {
+		b.SetBytes(int64(len(data)))
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := NewDecoder(bytes.NewReader(data), nil, nil).Decode(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// encodeEntries writes 50,000 snapshot-shaped trace entries into buf.
+func encodeEntries(b *testing.B, buf *bytes.Buffer) {
+	const entries = 50000
 	run := func() {
 		buf.Reset()
-		e := NewEncoder(&buf)
+		e := NewEncoder(buf)
 		e.BeginList()
 		for i := range entries {
 			e.BeginDict()
@@ -926,10 +964,4 @@ func BenchmarkEncoder(b *testing.B) {
 		}
 	}
 	run()
-	b.SetBytes(int64(buf.Len()))
-	b.ReportAllocs()
-	b.ResetTimer()
-	for b.Loop() {
-		run()
-	}
 }

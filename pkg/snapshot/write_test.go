@@ -944,3 +944,50 @@ func BenchmarkWrite(b *testing.B) {
 		run(b, s)
 	})
 }
+
+// BenchmarkRead measures Read's throughput in input bytes per second (the
+// whole path: decoding, compaction into the model, assembly) on a
+// synthetic recorded run, on the largest real snapshot, and on the file
+// named by MEMSTAT_BENCH_FILE when set (bench/run.sh passes its generated
+// snapshots).
+func BenchmarkRead(b *testing.B) {
+	run := func(b *testing.B, data []byte) {
+		b.SetBytes(int64(len(data)))
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := Read(bytes.NewReader(data), int64(len(data))); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.Run("synthetic", func(b *testing.B) {
+		var buf bytes.Buffer
+		if err := Write(&buf, synthetic(2000, 300000, 3000, 30)); err != nil {
+			b.Fatal(err)
+		}
+		run(b, buf.Bytes())
+	})
+	b.Run("real", func(b *testing.B) {
+		var biggest string
+		var size int64
+		for _, f := range realdata.Files(b) {
+			if st, err := os.Stat(f); err == nil && st.Size() > size {
+				biggest, size = f, st.Size()
+			}
+		}
+		data, err := os.ReadFile(biggest)
+		if err != nil {
+			b.Fatal(err)
+		}
+		run(b, data)
+	})
+	if f := os.Getenv("MEMSTAT_BENCH_FILE"); f != "" {
+		b.Run(filepath.Base(f), func(b *testing.B) {
+			data, err := os.ReadFile(f)
+			if err != nil {
+				b.Fatal(err)
+			}
+			run(b, data)
+		})
+	}
+}
