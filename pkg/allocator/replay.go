@@ -51,18 +51,14 @@ func (a *Allocator) CompletePendingFree(addr uint64, stack snapshot.StackID) err
 	if b == nil {
 		return fmt.Errorf("allocator: no block awaiting events at %#x", addr)
 	}
+	left := b.eventCount
 	kept := a.streams[:0]
 	for _, q := range a.streams {
-		events := q.events[:0]
-		for _, e := range q.events {
-			if e.b == b {
-				a.nEvents--
-			} else {
-				events = append(events, e)
-			}
+		for left > 0 && q.removeEventOf(b) {
+			a.nEvents--
+			left--
 		}
-		clear(q.events[len(events):])
-		if q.events = events; len(events) > 0 {
+		if len(q.events) > 0 {
 			kept = append(kept, q)
 		}
 	}
@@ -71,6 +67,31 @@ func (a *Allocator) CompletePendingFree(addr uint64, stack snapshot.StackID) err
 	b.eventCount = 0
 	a.freeBlock(b, a.context(ContextAll, stack))
 	return nil
+}
+
+// removeEventOf removes one event of b from the queue, keeping the order
+// of the others, and reports whether there was one. It looks from both
+// ends at once and moves the shorter side: a replay completes held frees
+// mostly right after they were requested (at the back) or in the order
+// they were requested (at the front), and scanning and compacting the
+// whole queue each time made traces with many pending frees quadratic.
+func (q *streamQueue) removeEventOf(b *block) bool {
+	ev := q.events
+	for i, j := 0, len(ev)-1; i <= j; i, j = i+1, j-1 {
+		switch {
+		case ev[i].b == b:
+			copy(ev[1:i+1], ev[:i])
+			ev[0] = event{}
+			q.events = ev[1:]
+			return true
+		case ev[j].b == b:
+			copy(ev[j:], ev[j+1:])
+			ev[len(ev)-1] = event{}
+			q.events = ev[:len(ev)-1]
+			return true
+		}
+	}
+	return false
 }
 
 func (a *Allocator) poolOfKind(kind snapshot.Pool) *blockPool {
@@ -260,6 +281,15 @@ func (a *Allocator) forceMap(addr uint64, size, stream int64, pool *blockPool, c
 	return nil
 }
 
+// noSegmentError is a forced allocation at an address no segment holds,
+// the usual error when a trace and its snapshot disagree (once per entry
+// on such traces): its text is made only when it is read.
+type noSegmentError uint64
+
+func (e noSegmentError) Error() string {
+	return fmt.Sprintf("allocator: no segment at %#x", uint64(e))
+}
+
 // ForceMalloc serves a request of size bytes at addr, where the recorded
 // trace placed it, instead of where the simulator would. addr must lie in a
 // free block of the request's stream and pool. With blockSize 0 the block
@@ -289,7 +319,7 @@ func (a *Allocator) forceMalloc(addr uint64, size, blockSize, stream int64, ctx 
 	}
 	r := a.regions.find(addr)
 	if r == nil {
-		return fmt.Errorf("allocator: no segment at %#x", addr)
+		return noSegmentError(addr)
 	}
 	b := r.blockAt(addr)
 	switch {

@@ -120,7 +120,7 @@ func (r *Replay) reconcile() {
 	}
 	var freed, completed, released, added, placed int
 	// Live blocks the snapshot does not have live (with that size).
-	var live []BlockInfo
+	live := make([]BlockInfo, 0, a.allocated.len()+a.pending.len())
 	a.Blocks(func(b BlockInfo) bool {
 		if b.State.Active() {
 			live = append(live, b)

@@ -61,19 +61,19 @@ type startState struct {
 // tensor freed in the function that made it repeats the stack too — 73%
 // of the pairs in one published trace.)
 func freesCarryAllocationStacks(tr []snapshot.TraceEntry) bool {
-	allocStack := make(map[uint64]snapshot.StackID)
+	var allocStack addrMap
 	same, pairs := 0, 0
 	for _, e := range tr {
 		switch e.Action {
 		case snapshot.ActionAlloc:
-			allocStack[e.Addr] = e.Stack
+			allocStack.put(e.Addr, uint32(e.Stack))
 		case snapshot.ActionFreeRequested, snapshot.ActionFree:
-			if st, ok := allocStack[e.Addr]; ok {
+			if st, ok := allocStack.get(e.Addr); ok {
 				pairs++
-				if st == e.Stack {
+				if snapshot.StackID(st) == e.Stack {
 					same++
 				}
-				delete(allocStack, e.Addr)
+				allocStack.del(e.Addr)
 			}
 		}
 	}
@@ -193,8 +193,12 @@ func segmentPoolOfSize(size int64) snapshot.Pool {
 // reconstructStart rebuilds the state before the first trace entry.
 // resSize gives an expandable reservation's size for a page size.
 func reconstructStart(cfg Config, tr []snapshot.TraceEntry, final []*snapshot.Segment, resSize func(page int64) int64) startState {
-	st := startState{exact: make(map[uint64]bool), freeStacksAreAllocStacks: freesCarryAllocationStacks(tr)}
-	touched := make(map[uint64]bool)
+	st := startState{exact: make(map[uint64]bool)}
+	// Which stacks free entries carry is judged on a pass of its own, on
+	// another core while this one scans the trace.
+	carry := make(chan bool, 1)
+	go func() { carry <- freesCarryAllocationStacks(tr) }()
+	var touched addrMap
 	var freed []firstFree
 	created := make(map[uint64]int64) // cudaMalloc'd in the trace and still live
 	type freedSeg struct {
@@ -211,8 +215,7 @@ func reconstructStart(cfg Config, tr []snapshot.TraceEntry, final []*snapshot.Se
 	for i, e := range tr {
 		switch e.Action {
 		case snapshot.ActionAlloc, snapshot.ActionFreeRequested, snapshot.ActionFreeCompleted, snapshot.ActionFree:
-			if !touched[e.Addr] {
-				touched[e.Addr] = true
+			if touched.put(e.Addr, 0) {
 				if e.Action != snapshot.ActionAlloc {
 					freed = append(freed, firstFree{i, e})
 				}
@@ -236,11 +239,10 @@ func reconstructStart(cfg Config, tr []snapshot.TraceEntry, final []*snapshot.Se
 			mapped.remove(e.Addr, e.Addr+uint64(e.Size))
 		}
 	}
+	st.freeStacksAreAllocStacks = <-carry
 	sort.Slice(freed, func(i, j int) bool { return freed[i].e.Addr < freed[j].e.Addr })
-	touchedSorted := make([]uint64, 0, len(touched))
-	for addr := range touched {
-		touchedSorted = append(touchedSorted, addr)
-	}
+	touchedSorted := make([]uint64, 0, touched.len())
+	touched.each(func(addr uint64, _ uint32) { touchedSorted = append(touchedSorted, addr) })
 	slices.Sort(touchedSorted)
 	// untouched reports whether no block in [lo, hi) is allocated or freed
 	// in the trace: its layout then is the snapshot's from the start.
@@ -293,13 +295,13 @@ func reconstructStart(cfg Config, tr []snapshot.TraceEntry, final []*snapshot.Se
 				}
 			}
 		} else {
-			seg.Blocks = st.liveBlocks(cfg, &seg, s.Blocks, touched, inRange(s.Address, s.End(), len(tr)))
+			seg.Blocks = st.liveBlocks(cfg, &seg, s.Blocks, &touched, inRange(s.Address, s.End(), len(tr)))
 		}
 		st.segments = append(st.segments, seg)
 	}
 	for _, p := range preFreed {
 		seg := p.seg
-		seg.Blocks = st.liveBlocks(cfg, &seg, nil, touched, inRange(seg.Address, seg.End(), p.freedAt))
+		seg.Blocks = st.liveBlocks(cfg, &seg, nil, &touched, inRange(seg.Address, seg.End(), p.freedAt))
 		st.segments = append(st.segments, seg)
 	}
 
@@ -337,7 +339,7 @@ func reconstructStart(cfg Config, tr []snapshot.TraceEntry, final []*snapshot.Se
 				}
 			}
 		}
-		seg.Blocks = st.liveBlocks(cfg, &seg, blocks, touched, inRange(r.lo, r.hi, len(tr)))
+		seg.Blocks = st.liveBlocks(cfg, &seg, blocks, &touched, inRange(r.lo, r.hi, len(tr)))
 		expSeeds = append(expSeeds, seg)
 	}
 	// One reservation per cluster of ranges of a stream and pool. The true
@@ -435,14 +437,14 @@ func reconstructStart(cfg Config, tr []snapshot.TraceEntry, final []*snapshot.Se
 // trace: its live blocks (the snapshot's active blocks the trace never
 // touches, which keep their recorded size, and the first-event frees) with
 // free blocks in the gaps.
-func (st *startState) liveBlocks(cfg Config, seg *snapshot.Segment, final []snapshot.Block, touched map[uint64]bool, freed []firstFree) []snapshot.Block {
+func (st *startState) liveBlocks(cfg Config, seg *snapshot.Segment, final []snapshot.Block, touched *addrMap, freed []firstFree) []snapshot.Block {
 	type live struct {
 		b     snapshot.Block
 		exact bool // size known from the snapshot
 	}
 	var blocks []live
 	for _, b := range final {
-		if b.State.Active() && !touched[b.Address] {
+		if _, ok := touched.get(b.Address); b.State.Active() && !ok {
 			blocks = append(blocks, live{b, true})
 		}
 	}

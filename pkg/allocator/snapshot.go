@@ -9,7 +9,19 @@ import "github.com/memstat/memstat/pkg/snapshot"
 // the block objects' own values, so free blocks show the stale figure of
 // their last allocation, as in PyTorch.
 func (a *Allocator) Segments() []snapshot.Segment {
-	var out []snapshot.Segment
+	// One array holds every segment's blocks (each segment has its own
+	// part, capacity ending with it): a state of a million blocks costs
+	// two allocations, not one growing slice per segment.
+	n := 0
+	for _, r := range a.regions {
+		for b := r.head; b != nil; b = b.next {
+			if b.mapped {
+				n++
+			}
+		}
+	}
+	all := make([]snapshot.Block, 0, n)
+	out := make([]snapshot.Segment, 0, len(a.regions))
 	for _, r := range a.regions {
 		for b := r.head; b != nil; {
 			if !b.mapped {
@@ -28,9 +40,10 @@ func (a *Allocator) Segments() []snapshot.Segment {
 				// it, which is why split segments show no frames.
 				Stack: b.segStack,
 			}
+			start := len(all)
 			for ; b != nil && b.mapped; b = b.next {
 				st := b.state()
-				seg.Blocks = append(seg.Blocks, snapshot.Block{
+				all = append(all, snapshot.Block{
 					Address:       b.addr,
 					Size:          b.size,
 					RequestedSize: b.requested,
@@ -46,6 +59,7 @@ func (a *Allocator) Segments() []snapshot.Segment {
 					seg.RequestedSize += b.requested
 				}
 			}
+			seg.Blocks = all[start:len(all):len(all)]
 			out = append(out, seg)
 		}
 	}

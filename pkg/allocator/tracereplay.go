@@ -844,12 +844,14 @@ func (r *Replay) diverged(i, j int, what func() string) {
 	}
 }
 
-func (r *Replay) unapplied(i int, why string) {
+// unapplied counts an entry the state could not take; why (a string or an
+// error) is formatted only into a kept example.
+func (r *Replay) unapplied(i int, why any) {
 	e := r.trace[i]
 	if r.res.Fidelity != nil {
 		r.res.Fidelity.Unapplied++
 		if r.wantExample() {
-			r.example(fmt.Sprintf("entry %d (%s %#x, %d bytes) not applied: %s", i, e.Action, e.Addr, e.Size, why))
+			r.example(fmt.Sprintf("entry %d (%s %#x, %d bytes) not applied: %v", i, e.Action, e.Addr, e.Size, why))
 		}
 	}
 }
@@ -887,7 +889,7 @@ func (r *Replay) force(i, j int, what func() string) {
 			r.forcedOOMs++
 		}
 		if err != nil {
-			r.unapplied(k, err.Error())
+			r.unapplied(k, err)
 		}
 	}
 	r.finish(i, j)

@@ -3,6 +3,7 @@ package snapshot
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/memstat/memstat/pkg/pickle"
 )
@@ -431,6 +432,12 @@ func (b *builder) block() (pickle.Value, bool, error) {
 				bl.RequestedSize = he.requested
 			}
 		}
+	}
+	if len(b.blocks) == cap(b.blocks) {
+		// Doubling: the array is copied about once over, where append's
+		// quarter steps on large arrays copied it four times.
+		b.blocks = slices.Grow(b.blocks, max(len(b.blocks), 256))
+		b.blockTaken = slices.Grow(b.blockTaken, cap(b.blocks)-len(b.blockTaken))
 	}
 	b.blocks = append(b.blocks, bl)
 	b.blockTaken = append(b.blockTaken, false)

@@ -1,0 +1,51 @@
+package allocator
+
+import (
+	"math/rand"
+	"testing"
+)
+
+// TestAddrMapAgreesWithAMap checks put, get, del and each against a Go map
+// over random operations on clustered addresses (address 0 included).
+func TestAddrMapAgreesWithAMap(t *testing.T) {
+	r := rand.New(rand.NewSource(1))
+	var m addrMap
+	want := map[uint64]uint32{}
+	for op := range 200000 {
+		k := uint64(r.Intn(5000)) * 512
+		if r.Intn(10) == 0 {
+			k = uint64(r.Intn(1 << 20))
+		}
+		switch r.Intn(3) {
+		case 0, 1:
+			v := uint32(r.Intn(100))
+			_, had := want[k]
+			if added := m.put(k, v); added == had {
+				t.Fatalf("op %d: put(%#x) reported new=%v, had %v", op, k, added, had)
+			}
+			want[k] = v
+		default:
+			m.del(k)
+			delete(want, k)
+		}
+		q := uint64(r.Intn(5000)) * 512
+		got, ok := m.get(q)
+		w, wok := want[q]
+		if ok != wok || got != w {
+			t.Fatalf("op %d: get(%#x) = %d, %v; want %d, %v", op, q, got, ok, w, wok)
+		}
+	}
+	if m.len() != len(want) {
+		t.Fatalf("len %d, want %d", m.len(), len(want))
+	}
+	seen := map[uint64]uint32{}
+	m.each(func(k uint64, v uint32) { seen[k] = v })
+	if len(seen) != len(want) {
+		t.Fatalf("each gave %d keys, want %d", len(seen), len(want))
+	}
+	for k, v := range want {
+		if seen[k] != v {
+			t.Fatalf("each: %#x = %d, want %d", k, seen[k], v)
+		}
+	}
+}
