@@ -393,19 +393,32 @@ func (d *Decoder) freeze(v Value) (Value, error) {
 }
 
 // freezeAll freezes items in place, first to last (see Values.beginBatch).
+// Most batches hold no container at all (the frames of a stack are memo
+// references to records): those cost one pass over the items.
 func (d *Decoder) freezeAll(items []Value) error {
-	d.vs.beginBatch()
-	defer d.vs.endBatch()
+	first := -1
 	for i, it := range items {
+		if it.IsContainer() {
+			first = i
+			break
+		}
+	}
+	if first < 0 {
+		return nil
+	}
+	d.vs.beginBatch()
+	for i, it := range items[first:] {
 		if !it.IsContainer() {
 			continue
 		}
 		v, err := d.freeze(it)
 		if err != nil {
+			d.vs.endBatch()
 			return err
 		}
-		items[i] = v
+		items[first+i] = v
 	}
+	d.vs.endBatch()
 	return nil
 }
 
