@@ -8,7 +8,9 @@ package allocator
 // probing on a multiplicative hash, backward-shift deletion) a fraction.
 // Unlike addrTable it accepts address 0.
 type addrMap struct {
-	keys    []uint64 // 0: empty slot
+	keys []uint64 // 0: empty slot
+	// vals is nil until a value other than 0 is put: used as a set, the
+	// table costs 8 bytes a slot.
 	vals    []uint32
 	n       int
 	shift   uint // 64 - log2(len(keys))
@@ -39,6 +41,9 @@ func (m *addrMap) get(k uint64) (uint32, bool) {
 	for i := m.slot(k); ; i = (i + 1) & mask {
 		switch m.keys[i] {
 		case k:
+			if m.vals == nil {
+				return 0, true
+			}
 			return m.vals[i], true
 		case 0:
 			return 0, false
@@ -56,14 +61,22 @@ func (m *addrMap) put(k uint64, v uint32) bool {
 	if 2*(m.n+1) > len(m.keys) {
 		m.grow()
 	}
+	if v != 0 && m.vals == nil {
+		m.vals = make([]uint32, len(m.keys))
+	}
 	mask := len(m.keys) - 1
 	for i := m.slot(k); ; i = (i + 1) & mask {
 		switch m.keys[i] {
 		case k:
-			m.vals[i] = v
+			if m.vals != nil {
+				m.vals[i] = v
+			}
 			return false
 		case 0:
-			m.keys[i], m.vals[i] = k, v
+			m.keys[i] = k
+			if m.vals != nil {
+				m.vals[i] = v
+			}
 			m.n++
 			return true
 		}
@@ -92,11 +105,17 @@ func (m *addrMap) del(k uint64) {
 	for j := (i + 1) & mask; m.keys[j] != 0; j = (j + 1) & mask {
 		home := m.slot(m.keys[j])
 		if (j > i && (home <= i || home > j)) || (j < i && home <= i && home > j) {
-			m.keys[i], m.vals[i] = m.keys[j], m.vals[j]
+			m.keys[i] = m.keys[j]
+			if m.vals != nil {
+				m.vals[i] = m.vals[j]
+			}
 			i = j
 		}
 	}
-	m.keys[i], m.vals[i] = 0, 0
+	m.keys[i] = 0
+	if m.vals != nil {
+		m.vals[i] = 0
+	}
 	m.n--
 }
 
@@ -107,7 +126,10 @@ func (m *addrMap) grow() {
 	for s := size; s > 1; s >>= 1 {
 		shift--
 	}
-	m.keys, m.vals, m.shift = make([]uint64, size), make([]uint32, size), shift
+	m.keys, m.vals, m.shift = make([]uint64, size), nil, shift
+	if oldVals != nil {
+		m.vals = make([]uint32, size)
+	}
 	mask := size - 1
 	for j, k := range oldKeys {
 		if k == 0 {
@@ -117,7 +139,10 @@ func (m *addrMap) grow() {
 		for m.keys[i] != 0 {
 			i = (i + 1) & mask
 		}
-		m.keys[i], m.vals[i] = k, oldVals[j]
+		m.keys[i] = k
+		if oldVals != nil {
+			m.vals[i] = oldVals[j]
+		}
 	}
 }
 
@@ -128,7 +153,11 @@ func (m *addrMap) each(fn func(k uint64, v uint32)) {
 	}
 	for i, k := range m.keys {
 		if k != 0 {
-			fn(k, m.vals[i])
+			var v uint32
+			if m.vals != nil {
+				v = m.vals[i]
+			}
+			fn(k, v)
 		}
 	}
 }
