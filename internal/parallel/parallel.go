@@ -36,8 +36,9 @@ type Options struct {
 // Map calls fn for every file, up to opts.Jobs at once within opts.Budget,
 // and returns the results in the order of files. When calls fail it
 // returns the error of the first failing file in that order (the error a
-// run one file after another would have stopped at): files after a failed
-// one are not started, files before it still run.
+// run one file after another would have stopped at) with the results of
+// the files before it: files after a failed one are not started, files
+// before it still run.
 func Map[T any](files []string, opts Options, fn func(i int, file string) (T, error)) ([]T, error) {
 	jobs := opts.Jobs
 	if jobs <= 0 {
@@ -97,9 +98,9 @@ func Map[T any](files []string, opts Options, fn func(i int, file string) (T, er
 		}()
 	}
 	wg.Wait()
-	for _, err := range errs {
+	for i, err := range errs {
 		if err != nil {
-			return nil, err
+			return results[:i], err
 		}
 	}
 	return results, nil

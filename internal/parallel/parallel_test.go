@@ -74,7 +74,7 @@ func TestMapReportsTheFirstFailingFile(t *testing.T) {
 	for _, jobs := range []int{1, 3} {
 		var mu sync.Mutex
 		var ran []string
-		_, err := Map(files, Options{Jobs: jobs, Budget: 1 << 30, Cost: func(string) int64 { return 1 }}, func(i int, f string) (int, error) {
+		got, err := Map(files, Options{Jobs: jobs, Budget: 1 << 30, Cost: func(string) int64 { return 1 }}, func(i int, f string) (int, error) {
 			mu.Lock()
 			ran = append(ran, f)
 			mu.Unlock()
@@ -89,6 +89,9 @@ func TestMapReportsTheFirstFailingFile(t *testing.T) {
 		})
 		if err == nil || err.Error() != "c failed" {
 			t.Fatalf("jobs=%d: error %v, want c's", jobs, err)
+		}
+		if fmt.Sprint(got) != "[0 1]" {
+			t.Errorf("jobs=%d: results %v, want those of a and b", jobs, got)
 		}
 		if jobs == 1 && fmt.Sprint(ran) != "[a b c]" {
 			t.Errorf("one at a time, ran %v, want [a b c]", ran)

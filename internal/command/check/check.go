@@ -20,6 +20,7 @@ import (
 	"github.com/memstat/memstat/internal/atomicfile"
 	"github.com/memstat/memstat/internal/command"
 	"github.com/memstat/memstat/internal/iostreams"
+	"github.com/memstat/memstat/internal/parallel"
 	"github.com/memstat/memstat/pkg/allocator"
 	"github.com/memstat/memstat/pkg/check"
 	"github.com/memstat/memstat/pkg/report"
@@ -39,8 +40,11 @@ type Options struct {
 	ConfigFile  string
 	JUnit       string
 	Device      int
-	Output      command.OutputFlags
-	Format      report.Format
+	// Jobs caps the snapshots decoded and replayed at once (0: one per
+	// CPU, within the memory available).
+	Jobs   int
+	Output command.OutputFlags
+	Format report.Format
 
 	// Resolved: the rules in order (rules file first) and the baseline
 	// of each file (nil entries: none).
@@ -110,6 +114,9 @@ stderr with --json).`,
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Files = args
+			if opts.Jobs < 0 {
+				return command.FlagErrorf("invalid --jobs %d: give a positive number, or 0 for one per CPU", opts.Jobs)
+			}
 			format, err := opts.Output.Resolve()
 			if err != nil {
 				return err
@@ -125,6 +132,7 @@ stderr with --json).`,
 		},
 	}
 	fl := cmd.Flags()
+	fl.IntVar(&opts.Jobs, "jobs", 0, "snapshots to decode and replay at once (0: one per CPU, within the available memory)")
 	fl.StringArrayVar(&opts.Max, "max", nil, "absolute limit KEY=VALUE, e.g. peak_reserved=20GiB, fragmentation=30%, ooms=0 (repeatable)")
 	fl.StringArrayVar(&opts.MaxIncrease, "max-increase", nil, "limit on the increase over --baseline, KEY=PCT or KEY=AMOUNT, e.g. peak_reserved=10% (repeatable)")
 	fl.StringArrayVar(&opts.Baselines, "baseline", nil, "baseline snapshot for --max-increase: once for all FILEs, or once per FILE")
@@ -204,17 +212,36 @@ type replayed struct {
 	devices []int
 	figures map[int]*check.Figures
 	partial map[int]bool
+	// warnings go to stderr in file order.
+	warnings []string
 }
 
-func (o *Options) load(fn string) (*replayed, error) {
+// loadAll loads and replays files in parallel (within the memory
+// available; only the figures are kept), prints their warnings in file
+// order and returns the first failing file's error.
+func (o *Options) loadAll(files []string) ([]*replayed, error) {
+	reps, err := parallel.Map(files, parallel.Options{Jobs: o.Jobs}, func(_ int, fn string) (*replayed, error) {
+		return load(fn)
+	})
+	for _, r := range reps {
+		if r != nil {
+			for _, w := range r.warnings {
+				fmt.Fprintln(o.IO.ErrOut, w)
+			}
+		}
+	}
+	return reps, err
+}
+
+func load(fn string) (*replayed, error) {
 	snap, err := snapshot.Load(fn)
 	if err != nil {
 		return nil, err
 	}
-	for _, w := range snap.Warnings {
-		fmt.Fprintf(o.IO.ErrOut, "memstat: %s: warning: %s\n", fn, w)
-	}
 	out := &replayed{figures: map[int]*check.Figures{}, partial: map[int]bool{}}
+	for _, w := range snap.Warnings {
+		out.warnings = append(out.warnings, fmt.Sprintf("memstat: %s: warning: %s", fn, w))
+	}
 	for d := range snap.Devices() {
 		if len(snap.Trace(d)) == 0 && len(snap.DeviceSegments(d)) == 0 {
 			continue
@@ -263,23 +290,29 @@ type checked struct {
 }
 
 func runCheck(opts *Options) error {
-	bases := map[string]*replayed{}
+	var baseFiles []string
+	seen := map[string]bool{}
 	for _, b := range opts.baselines {
-		if b == "" || bases[b] != nil {
-			continue
+		if b != "" && !seen[b] {
+			seen[b] = true
+			baseFiles = append(baseFiles, b)
 		}
-		r, err := opts.load(b)
-		if err != nil {
-			return err
-		}
-		bases[b] = r
+	}
+	baseReps, err := opts.loadAll(baseFiles)
+	if err != nil {
+		return err
+	}
+	bases := map[string]*replayed{}
+	for i, b := range baseFiles {
+		bases[b] = baseReps[i]
+	}
+	reps, err := opts.loadAll(opts.Files)
+	if err != nil {
+		return err
 	}
 	var results []checked
 	for i, fn := range opts.Files {
-		rep, err := opts.load(fn)
-		if err != nil {
-			return err
-		}
+		rep := reps[i]
 		found := false
 		for _, d := range rep.devices {
 			if opts.Device >= 0 && d != opts.Device {

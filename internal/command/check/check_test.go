@@ -456,3 +456,41 @@ func TestGitHubActionsAnnotations(t *testing.T) {
 
 func itoa(n int64) string   { return strconv.FormatInt(n, 10) }
 func ftoa(f float64) string { return strconv.FormatFloat(f, 'f', 4, 64) }
+
+// TestSeveralFilesInParallel: the figures and verdicts of several files do
+// not depend on how many are read at once, and come in argument order.
+func TestSeveralFilesInParallel(t *testing.T) {
+	files := []string{realdata.File(t, "silmont2000"), realdata.File(t, "ZidongLiu"), realdata.File(t, "kkaitlyn111")}
+	var outs []string
+	for _, jobs := range []string{"1", "3"} {
+		args := append([]string{"check", "--json", "--jobs", jobs, "--max", "peak_reserved=20GiB"}, files...)
+		code, out, errOut := memstat(t, nil, args...)
+		if code != command.ExitCheckFailed || errOut != "" {
+			t.Fatalf("jobs %s: exit %d, stderr %q; want the kkaitlyn111 snapshot to fail", jobs, code, errOut)
+		}
+		outs = append(outs, out)
+	}
+	if outs[0] != outs[1] {
+		t.Errorf("--jobs 1 and --jobs 3 differ:\n%s\n%s", outs[0], outs[1])
+	}
+	var got struct {
+		Files []struct {
+			File    string `json:"file"`
+			Devices []struct {
+				Passed bool `json:"passed"`
+			} `json:"devices"`
+		} `json:"files"`
+	}
+	if err := json.Unmarshal([]byte(outs[0]), &got); err != nil || len(got.Files) != 3 {
+		t.Fatalf("%v: %s", err, outs[0])
+	}
+	for i, f := range got.Files {
+		if f.File != filepath.Base(files[i]) || len(f.Devices) != 1 || f.Devices[0].Passed != (i != 2) {
+			t.Errorf("file %d: %+v, want %s passing unless it is kkaitlyn111's", i, f, filepath.Base(files[i]))
+		}
+	}
+	code, _, errOut := memstat(t, nil, "check", "--jobs", "-2", "--max", "ooms=0", files[0])
+	if code != command.ExitError || !strings.Contains(errOut, "invalid --jobs") {
+		t.Errorf("--jobs -2: exit %d, stderr %q", code, errOut)
+	}
+}
