@@ -4,15 +4,18 @@
 package diff
 
 import (
+	"bytes"
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/memstat/memstat/internal/command"
 	"github.com/memstat/memstat/internal/iostreams"
+	"github.com/memstat/memstat/internal/parallel"
 	"github.com/memstat/memstat/pkg/allocator"
 	"github.com/memstat/memstat/pkg/analysis"
 	"github.com/memstat/memstat/pkg/report"
@@ -23,13 +26,19 @@ import (
 type Options struct {
 	IO            *iostreams.IOStreams
 	Before, After string
-	Output        command.OutputFlags
-	Format        report.Format
-	Top           int
-	Device        int
-	Stacks        bool
-	AllStats      bool
-	AllFrames     bool
+	// Befores and Afters pair snapshots by position (rank by rank) when
+	// more than two are given; nil for a single pair.
+	Befores, Afters []string
+	// Jobs caps the pairs compared at once (0: one per CPU, within the
+	// memory available).
+	Jobs      int
+	Output    command.OutputFlags
+	Format    report.Format
+	Top       int
+	Device    int
+	Stacks    bool
+	AllStats  bool
+	AllFrames bool
 }
 
 // NewCmdDiff returns the diff command. runF replaces runDiff in tests of
@@ -54,17 +63,25 @@ and size, never by address, so two runs of the same program compare even
 though their addresses and stack tables differ. Diffing a snapshot with
 itself shows no change.`,
 		Example: `  memstat diff before.pickle after.pickle
+  memstat diff before/rank*.pickle after/rank*.pickle     # rank by rank
   memstat diff before.pickle after.pickle --top 20 --stacks
   memstat diff before.pickle after.pickle --format markdown   # for a PR comment
   memstat diff before.pickle after.pickle --json`,
 		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) != 2 {
-				return command.FlagErrorf("want two snapshots: memstat diff BEFORE AFTER")
+			if len(args) < 2 || len(args)%2 != 0 {
+				return command.FlagErrorf("want two snapshots, or as many after snapshots as before ones: memstat diff BEFORE AFTER, memstat diff BEFORE... AFTER...")
 			}
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			opts.Before, opts.After = args[0], args[1]
+			n := len(args) / 2
+			opts.Before, opts.After = args[0], args[n]
+			if n > 1 {
+				opts.Befores, opts.Afters = args[:n], args[n:]
+			}
+			if opts.Jobs < 0 {
+				return command.FlagErrorf("invalid --jobs %d: give a positive number, or 0 for one per CPU", opts.Jobs)
+			}
 			format, err := opts.Output.Resolve()
 			if err != nil {
 				return err
@@ -83,6 +100,7 @@ itself shows no change.`,
 	fl.IntVar(&opts.Top, "top", 10, "list the N stacks that grew and the N that shrank the most")
 	fl.BoolVar(&opts.Stacks, "stacks", false, "print the stack of each listed stack")
 	fl.BoolVar(&opts.AllStats, "all-stats", false, "list every memory_stats key that differs, not only the key figures")
+	fl.IntVar(&opts.Jobs, "jobs", 0, "pairs of snapshots to compare at once (0: one per CPU, within the available memory)")
 	command.AddDeviceFlag(cmd, &opts.Device)
 	command.AddAllFramesFlag(cmd, &opts.AllFrames)
 	command.AddOutputFlags(cmd, &opts.Output, report.Text, report.JSON, report.Markdown)
@@ -128,18 +146,82 @@ type deviceDiff struct {
 }
 
 func runDiff(opts *Options) error {
-	before, err := opts.load(opts.Before)
+	if len(opts.Befores) == 0 {
+		out, err := compare(opts)
+		if err != nil {
+			return err
+		}
+		if opts.Format == report.JSON {
+			return report.WriteJSON(opts.IO.Out, jsonDiff(opts, out))
+		}
+		return writeText(opts, out)
+	}
+	// Several pairs (the ranks of two runs): compared in parallel, each
+	// pair's snapshots dropped once compared, reported in order.
+	pairs := make([]string, len(opts.Befores))
+	for i := range pairs {
+		pairs[i] = strconv.Itoa(i)
+	}
+	cost := func(p string) int64 {
+		i, _ := strconv.Atoi(p)
+		return parallel.EstimateCost(opts.Befores[i]) + parallel.EstimateCost(opts.Afters[i])
+	}
+	pairOpts := func(i int) *Options {
+		o := *opts
+		o.Before, o.After, o.Befores, o.Afters = opts.Befores[i], opts.Afters[i], nil, nil
+		return &o
+	}
+	// Each pair's warnings are kept and printed in pair order.
+	warnings := make([]bytes.Buffer, len(pairs))
+	results, err := parallel.Map(pairs, parallel.Options{Jobs: opts.Jobs, Cost: cost}, func(i int, _ string) ([]deviceDiff, error) {
+		o := pairOpts(i)
+		ios := *opts.IO
+		ios.ErrOut = &warnings[i]
+		o.IO = &ios
+		return compare(o)
+	})
+	for i := range min(len(results)+1, len(warnings)) {
+		if _, werr := warnings[i].WriteTo(opts.IO.ErrOut); werr != nil {
+			return werr
+		}
+	}
 	if err != nil {
 		return err
 	}
+	if opts.Format == report.JSON {
+		all := struct {
+			Pairs []any `json:"pairs"`
+		}{}
+		for i, out := range results {
+			all.Pairs = append(all.Pairs, jsonDiff(pairOpts(i), out))
+		}
+		return report.WriteJSON(opts.IO.Out, all)
+	}
+	for i, out := range results {
+		if i > 0 {
+			fmt.Fprintln(opts.IO.Out)
+		}
+		if err := writeText(pairOpts(i), out); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// compare diffs opts.Before and opts.After device by device.
+func compare(opts *Options) ([]deviceDiff, error) {
+	before, err := opts.load(opts.Before)
+	if err != nil {
+		return nil, err
+	}
 	after, err := opts.load(opts.After)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	var devices []int
 	if opts.Device >= 0 {
 		if !slices.Contains(command.DevicesWithData(before.snap), opts.Device) && !slices.Contains(command.DevicesWithData(after.snap), opts.Device) {
-			return fmt.Errorf("device %d has no segments and no trace in %s or %s", opts.Device, opts.Before, opts.After)
+			return nil, fmt.Errorf("device %d has no segments and no trace in %s or %s", opts.Device, opts.Before, opts.After)
 		}
 		devices = []int{opts.Device}
 	} else {
@@ -155,11 +237,11 @@ func runDiff(opts *Options) error {
 	for _, d := range devices {
 		b, vb, err := opts.deviceSide(before, d)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		a, va, err := opts.deviceSide(after, d)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		dd := deviceDiff{d: analysis.DiffDevices(d, b, a), vBefore: vb, vAfter: va}
 		for _, s := range dd.d.Stacks {
@@ -178,10 +260,7 @@ func runDiff(opts *Options) error {
 		}
 		out = append(out, dd)
 	}
-	if opts.Format == report.JSON {
-		return report.WriteJSON(opts.IO.Out, jsonDiff(opts, out))
-	}
-	return writeText(opts, out)
+	return out, nil
 }
 
 func writeText(opts *Options, devices []deviceDiff) error {

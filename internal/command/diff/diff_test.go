@@ -222,3 +222,46 @@ func TestFlags(t *testing.T) {
 		t.Errorf("--device without data: %v", err)
 	}
 }
+
+// TestPairsRankByRank: BEFORE... AFTER... compares the i-th before with the
+// i-th after (the ranks of two runs), in parallel or not, each pair
+// reported as a diff of that pair alone would be, in order.
+func TestPairsRankByRank(t *testing.T) {
+	a, b := realdata.File(t, "bcrafton"), realdata.File(t, "MAGMA27")
+	c, d := realdata.File(t, "silmont2000"), realdata.File(t, "kkaitlyn111")
+	one, _, err := execDiff(t, a, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	two, _, err := execDiff(t, c, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, jobs := range []string{"1", "2"} {
+		both, _, err := execDiff(t, "--jobs", jobs, a, c, b, d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if both != one+"\n"+two {
+			t.Errorf("jobs %s: pairs differ from the two diffs:\n%s", jobs, both)
+		}
+	}
+	out, _, err := execDiff(t, "--json", a, c, b, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Pairs []struct {
+			Before  string     `json:"before"`
+			After   string     `json:"after"`
+			Devices []struct{} `json:"devices"`
+		} `json:"pairs"`
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Pairs) != 2 || !strings.HasSuffix(a, got.Pairs[0].Before) || !strings.HasSuffix(b, got.Pairs[0].After) ||
+		!strings.HasSuffix(c, got.Pairs[1].Before) || !strings.HasSuffix(d, got.Pairs[1].After) || len(got.Pairs[1].Devices) == 0 {
+		t.Errorf("pairs %+v", got.Pairs)
+	}
+}
