@@ -96,7 +96,10 @@ type Replay struct {
 	a     *Allocator
 	pos   int
 	done  bool
-	res   ReplayResult
+	// res is allocated apart from the Replay: a caller that keeps only
+	// the result (stats over many files) must not keep the replay's
+	// allocator state and trace alive with it.
+	res   *ReplayResult
 	start startState
 
 	// win is the window of entries the allocator call being tried may
@@ -128,7 +131,7 @@ func NewReplay(s *snapshot.Snapshot, o ReplayOptions) (*Replay, error) {
 	if o.Device < 0 {
 		return nil, fmt.Errorf("allocator: device %d", o.Device)
 	}
-	r := &Replay{snap: s, opts: o, trace: s.Trace(o.Device), final: s.DeviceSegments(o.Device)}
+	r := &Replay{snap: s, opts: o, trace: s.Trace(o.Device), final: s.DeviceSegments(o.Device), res: &ReplayResult{}}
 	slices.SortStableFunc(r.final, func(x, y *snapshot.Segment) int {
 		switch {
 		case x.Address < y.Address:
@@ -466,7 +469,7 @@ func (r *Replay) Run() (*ReplayResult, error) {
 // reconciles them. Later calls return the same result; stepping is over.
 func (r *Replay) Result() *ReplayResult {
 	if r.done {
-		return &r.res
+		return r.res
 	}
 	for r.pos < len(r.trace) {
 		r.Step()
@@ -493,7 +496,7 @@ func (r *Replay) Result() *ReplayResult {
 	r.res.SegmentsCreated = st.NumDeviceAlloc
 	r.res.FinalSegments = len(r.a.Segments())
 	r.res.History.Note = historyNote(&r.res.History)
-	return &r.res
+	return r.res
 }
 
 func historyNote(h *History) string {

@@ -7,8 +7,11 @@ import (
 	"io"
 	"math/rand/v2"
 	"reflect"
+	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/memstat/memstat/pkg/snapshot"
 )
@@ -418,4 +421,39 @@ func statsDiff(got, want Stats) string {
 		}
 	}
 	return strings.Join(out, ", ")
+}
+
+// TestResultDoesNotKeepTheReplayAlive: a caller that keeps only the result
+// of a replay (stats over many files) lets the snapshot and the replay's
+// state be collected.
+func TestResultDoesNotKeepTheReplayAlive(t *testing.T) {
+	results, collected := replayAndDrop(t)
+	for range 20 {
+		runtime.GC()
+		if collected.Load() {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !collected.Load() {
+		t.Errorf("the snapshot is still reachable from the results")
+	}
+	if results[0].History.Entries == 0 {
+		t.Errorf("result %+v", results[0].History)
+	}
+}
+
+func replayAndDrop(t *testing.T) ([]*ReplayResult, *atomic.Bool) {
+	s, _ := recordWorkload(t, roundTripCases[0], 1, 400, 0)
+	collected := new(atomic.Bool)
+	runtime.AddCleanup(s, func(b *atomic.Bool) { b.Store(true) }, collected)
+	r, err := NewReplay(s, ReplayOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := r.Run()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []*ReplayResult{res}, collected
 }
