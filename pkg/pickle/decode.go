@@ -492,11 +492,8 @@ func (d *Decoder) memoGet(i uint64) error {
 // Decode runs the pickle to its STOP opcode and returns the result.
 func (d *Decoder) Decode() (Value, error) {
 	for {
-		if buf := d.buf[d.pos:d.end]; len(buf) >= fastLen {
-			if n := d.fast(buf); n > 0 {
-				d.pos += n
-				continue
-			}
+		if d.end-d.pos >= fastLen {
+			d.fastRun()
 		}
 		d.opStart = d.base + int64(d.pos)
 		if d.pos >= d.end {
@@ -528,6 +525,20 @@ func (d *Decoder) Decode() (Value, error) {
 }
 
 var errStop = errors.New("stop")
+
+// fastRun decodes common opcodes (see fast) for as long as they come and
+// are buffered, without returning to Decode's loop for each.
+func (d *Decoder) fastRun() {
+	buf, pos, end := d.buf, d.pos, d.end
+	for end-pos >= fastLen {
+		n := d.fast(buf[pos:end])
+		if n == 0 {
+			break
+		}
+		pos += n
+	}
+	d.pos = pos
+}
 
 // fastLen is the buffered length from which fast may decode an opcode:
 // the longest fixed-size opcode (BINFLOAT, FRAME) is 9 bytes.
