@@ -1,7 +1,5 @@
 package allocator
 
-import "slices"
-
 // addrTable maps device addresses to blocks. Every Malloc inserts one entry
 // and every Free looks one up and deletes it, so this is on the hot path; a
 // dedicated open-addressing table (linear probing, backward-shift deletion,
@@ -9,10 +7,17 @@ import "slices"
 // lookup and a separate delete. Address 0 is never a block address and
 // marks an empty slot.
 type addrTable struct {
-	keys  []uint64
-	vals  []*block
+	// slots hold key and block side by side: a lookup that finds its key
+	// reads one cache line, where separate key and value arrays missed
+	// twice (tables of a million blocks do not fit any cache).
+	slots []addrSlot
 	n     int
-	shift uint // 64 - log2(len(keys))
+	shift uint // 64 - log2(len(slots))
+}
+
+type addrSlot struct {
+	k uint64
+	v *block
 }
 
 func (t *addrTable) slot(k uint64) int {
@@ -27,11 +32,11 @@ func (t *addrTable) get(k uint64) *block {
 	if t.n == 0 {
 		return nil
 	}
-	mask := len(t.keys) - 1
+	mask := len(t.slots) - 1
 	for i := t.slot(k); ; i = (i + 1) & mask {
-		switch t.keys[i] {
+		switch s := &t.slots[i]; s.k {
 		case k:
-			return t.vals[i]
+			return s.v
 		case 0:
 			return nil
 		}
@@ -40,17 +45,17 @@ func (t *addrTable) get(k uint64) *block {
 
 // put inserts or replaces the entry for k (k != 0).
 func (t *addrTable) put(k uint64, v *block) {
-	if 2*(t.n+1) > len(t.keys) {
+	if 2*(t.n+1) > len(t.slots) {
 		t.grow()
 	}
-	mask := len(t.keys) - 1
+	mask := len(t.slots) - 1
 	for i := t.slot(k); ; i = (i + 1) & mask {
-		switch t.keys[i] {
+		switch s := &t.slots[i]; s.k {
 		case k:
-			t.vals[i] = v
+			s.v = v
 			return
 		case 0:
-			t.keys[i], t.vals[i] = k, v
+			s.k, s.v = k, v
 			t.n++
 			return
 		}
@@ -62,49 +67,55 @@ func (t *addrTable) take(k uint64) *block {
 	if t.n == 0 {
 		return nil
 	}
-	mask := len(t.keys) - 1
+	mask := len(t.slots) - 1
 	i := t.slot(k)
-	for t.keys[i] != k {
-		if t.keys[i] == 0 {
+	for t.slots[i].k != k {
+		if t.slots[i].k == 0 {
 			return nil
 		}
 		i = (i + 1) & mask
 	}
-	v := t.vals[i]
+	v := t.slots[i].v
 	// Backward-shift: move later entries of the probe run into the hole
 	// when their home slot does not lie between the hole and them.
-	for j := (i + 1) & mask; t.keys[j] != 0; j = (j + 1) & mask {
-		home := t.slot(t.keys[j])
+	for j := (i + 1) & mask; t.slots[j].k != 0; j = (j + 1) & mask {
+		home := t.slot(t.slots[j].k)
 		if (j > i && (home <= i || home > j)) || (j < i && home <= i && home > j) {
-			t.keys[i], t.vals[i] = t.keys[j], t.vals[j]
+			t.slots[i] = t.slots[j]
 			i = j
 		}
 	}
-	t.keys[i], t.vals[i] = 0, nil
+	t.slots[i] = addrSlot{}
 	t.n--
 	return v
 }
 
 func (t *addrTable) grow() {
-	size := max(16, 2*len(t.keys))
-	old := *t
+	size := max(16, 2*len(t.slots))
+	old := t.slots
 	shift := uint(64)
 	for s := size; s > 1; s >>= 1 {
 		shift--
 	}
-	*t = addrTable{keys: make([]uint64, size), vals: make([]*block, size), shift: shift}
-	for i, k := range old.keys {
-		if k != 0 {
-			t.put(k, old.vals[i])
+	*t = addrTable{slots: make([]addrSlot, size), shift: shift, n: t.n}
+	mask := size - 1
+	for _, s := range old {
+		if s.k == 0 {
+			continue
 		}
+		i := t.slot(s.k)
+		for t.slots[i].k != 0 {
+			i = (i + 1) & mask
+		}
+		t.slots[i] = s
 	}
 }
 
 // each calls fn for every entry, in no particular order.
 func (t *addrTable) each(fn func(uint64, *block)) {
-	for i, k := range t.keys {
-		if k != 0 {
-			fn(k, t.vals[i])
+	for _, s := range t.slots {
+		if s.k != 0 {
+			fn(s.k, s.v)
 		}
 	}
 }
@@ -114,10 +125,10 @@ func (t *addrTable) each(fn func(uint64, *block)) {
 // probe runs of the growing new table: cloning 240,000 entries that way
 // took 150 ms.
 func (t *addrTable) cloneWith() addrTable {
-	c := addrTable{keys: slices.Clone(t.keys), vals: make([]*block, len(t.vals)), n: t.n, shift: t.shift}
-	for i, v := range t.vals {
-		if v != nil {
-			c.vals[i] = v.copy
+	c := addrTable{slots: make([]addrSlot, len(t.slots)), n: t.n, shift: t.shift}
+	for i, s := range t.slots {
+		if s.k != 0 {
+			c.slots[i] = addrSlot{s.k, s.v.copy}
 		}
 	}
 	return c
