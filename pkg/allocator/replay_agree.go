@@ -15,89 +15,132 @@ const maxMismatches = 20
 // agree compares the replayed state with the snapshot's final segments.
 func (r *Replay) agree() *Agreement {
 	ag := &Agreement{}
-	compareStates(r.a.Segments(), r.final, r.start.exact, r.seeded, ag)
+	compareStates(r.a, r.final, r.start.exact, r.seeded, ag)
 	if len(r.trace) == 0 {
 		ag.Note = "no trace: the replayed state is the snapshot's own, so the two agree by construction"
 	}
 	return ag
 }
 
-// compareStates fills ag with the differences between the replayed
-// segments and the snapshot's. Requested sizes are compared where the
-// replay can know them: for active blocks, and for free blocks of
-// segments the trace created or left untouched (free blocks of a rebuilt
-// starting state keep stale values from before the recording).
-func compareStates(sim []snapshot.Segment, snap []*snapshot.Segment, exact map[uint64]bool, seeded spans, ag *Agreement) {
+// compareStates fills ag with the differences between a's segments and
+// the snapshot's, snap (sorted by address, as NewReplay sorts r.final).
+// Requested sizes are compared where the replay can know them: for active
+// blocks, and for free blocks of segments the trace created or left
+// untouched (free blocks of a rebuilt starting state keep stale values
+// from before the recording).
+//
+// Both sides are walked once in address order, one replayed segment at a
+// time (see eachSegment): a copy of the whole replayed state and maps of
+// its segments and blocks cost a third of the memory of replaying a 1 GB
+// snapshot. The differences are listed as they were when the comparison
+// went through the snapshot's segments and then the replay's: the
+// snapshot's first, then the replayed segments it lacks.
+func compareStates(a *Allocator, snap []*snapshot.Segment, exact map[uint64]bool, seeded spans, ag *Agreement) {
 	mismatch := func(format string, args ...any) {
 		ag.MismatchCount++
 		if len(ag.Mismatches) < maxMismatches {
 			ag.Mismatches = append(ag.Mismatches, fmt.Sprintf(format, args...))
 		}
 	}
-	simBy := make(map[uint64]*snapshot.Segment, len(sim))
-	for i := range sim {
-		simBy[sim[i].Address] = &sim[i]
-		ag.Blocks.Replayed += len(sim[i].Blocks)
-	}
-	ag.Segments.Snapshot, ag.Segments.Replayed = len(snap), len(sim)
-	inSnap := make(map[uint64]bool, len(snap))
+	// Replayed segments the snapshot lacks are counted as found and
+	// described after the snapshot's differences.
+	var extra []*snapshot.Segment
+	nExtra := 0
+	ag.Segments.Snapshot = len(snap)
 	for _, s := range snap {
-		inSnap[s.Address] = true
 		ag.Blocks.Snapshot += len(s.Blocks)
-		m := simBy[s.Address]
+	}
+	notInReplay := func(s *snapshot.Segment) {
+		mismatch("segment %#x (%d bytes, %s pool) is in the snapshot, not in the replay", s.Address, s.TotalSize, s.Pool)
+	}
+	k := 0 // the next snapshot segment
+	a.eachSegment(nil, func(m *snapshot.Segment) {
+		ag.Segments.Replayed++
+		ag.Blocks.Replayed += len(m.Blocks)
+		for ; k < len(snap) && snap[k].Address < m.Address; k++ {
+			notInReplay(snap[k])
+		}
+		if k == len(snap) || snap[k].Address != m.Address {
+			nExtra++
+			if len(extra) < maxMismatches {
+				c := *m
+				c.Blocks = nil
+				extra = append(extra, &c)
+			}
+			return
+		}
+		for ; k < len(snap) && snap[k].Address == m.Address; k++ {
+			compareSegment(snap[k], m, exact, seeded, ag, mismatch)
+		}
+	})
+	for ; k < len(snap); k++ {
+		notInReplay(snap[k])
+	}
+	ag.MismatchCount += nExtra
+	for _, m := range extra {
+		if len(ag.Mismatches) < maxMismatches {
+			ag.Mismatches = append(ag.Mismatches, fmt.Sprintf("segment %#x (%d bytes, %s pool) is in the replay, not in the snapshot", m.Address, m.TotalSize, m.Pool))
+		}
+	}
+}
+
+// compareSegment compares the snapshot's segment s with the replayed
+// segment m at the same address. m's blocks are in address order, one per
+// address; s's are in file order.
+func compareSegment(s, m *snapshot.Segment, exact map[uint64]bool, seeded spans, ag *Agreement, mismatch func(string, ...any)) {
+	if m.TotalSize != s.TotalSize {
+		mismatch("segment %#x: %d bytes in the snapshot, %d in the replay", s.Address, s.TotalSize, m.TotalSize)
+		return
+	}
+	ag.Segments.Matching++
+	replayed := func(addr uint64) *snapshot.Block {
+		i, ok := slices.BinarySearchFunc(m.Blocks, addr, func(b snapshot.Block, a uint64) int { return cmp.Compare(b.Address, a) })
+		if !ok {
+			return nil
+		}
+		return &m.Blocks[i]
+	}
+	knowable := exact[s.Address] || len(seeded.missing(s.Address, s.End())) == 1 && seeded.missing(s.Address, s.End())[0] == span{s.Address, s.End()}
+	for _, b := range s.Blocks {
+		sb := replayed(b.Address)
 		switch {
-		case m == nil:
-			mismatch("segment %#x (%d bytes, %s pool) is in the snapshot, not in the replay", s.Address, s.TotalSize, s.Pool)
+		case sb == nil:
+			mismatch("block %#x (%d bytes, %s) is in the snapshot, not in the replay", b.Address, b.Size, b.State)
 			continue
-		case m.TotalSize != s.TotalSize:
-			mismatch("segment %#x: %d bytes in the snapshot, %d in the replay", s.Address, s.TotalSize, m.TotalSize)
+		case sb.Size != b.Size || sb.State != b.State:
+			mismatch("block %#x: %d bytes %s in the snapshot, %d bytes %s in the replay", b.Address, b.Size, b.State, sb.Size, sb.State)
 			continue
 		}
-		ag.Segments.Matching++
-		blocks := make(map[uint64]*snapshot.Block, len(m.Blocks))
-		for i := range m.Blocks {
-			blocks[m.Blocks[i].Address] = &m.Blocks[i]
-		}
-		knowable := exact[s.Address] || len(seeded.missing(s.Address, s.End())) == 1 && seeded.missing(s.Address, s.End())[0] == span{s.Address, s.End()}
-		for _, b := range s.Blocks {
-			sb := blocks[b.Address]
-			switch {
-			case sb == nil:
-				mismatch("block %#x (%d bytes, %s) is in the snapshot, not in the replay", b.Address, b.Size, b.State)
-				continue
-			case sb.Size != b.Size || sb.State != b.State:
-				mismatch("block %#x: %d bytes %s in the snapshot, %d bytes %s in the replay", b.Address, b.Size, b.State, sb.Size, sb.State)
-				continue
-			}
-			ag.Blocks.Matching++
-			if b.State.Active() || knowable {
-				ag.RequestedSizes.Snapshot++
-				ag.RequestedSizes.Replayed++
-				if sb.RequestedSize == b.RequestedSize {
-					ag.RequestedSizes.Matching++
-				} else {
-					mismatch("block %#x (%s): requested %d bytes in the snapshot, %d in the replay", b.Address, b.State, b.RequestedSize, sb.RequestedSize)
-				}
-			}
-		}
-		if len(m.Blocks) != len(s.Blocks) {
-			for _, sb := range m.Blocks {
-				found := false
-				for _, b := range s.Blocks {
-					if b.Address == sb.Address {
-						found = true
-						break
-					}
-				}
-				if !found {
-					mismatch("block %#x (%d bytes, %s) is in the replay, not in the snapshot", sb.Address, sb.Size, sb.State)
-				}
+		ag.Blocks.Matching++
+		if b.State.Active() || knowable {
+			ag.RequestedSizes.Snapshot++
+			ag.RequestedSizes.Replayed++
+			if sb.RequestedSize == b.RequestedSize {
+				ag.RequestedSizes.Matching++
+			} else {
+				mismatch("block %#x (%s): requested %d bytes in the snapshot, %d in the replay", b.Address, b.State, b.RequestedSize, sb.RequestedSize)
 			}
 		}
 	}
-	for _, m := range sim {
-		if !inSnap[m.Address] {
-			mismatch("segment %#x (%d bytes, %s pool) is in the replay, not in the snapshot", m.Address, m.TotalSize, m.Pool)
+	if len(m.Blocks) == len(s.Blocks) {
+		return
+	}
+	// Replayed blocks the snapshot's segment lacks. Its blocks are in
+	// address order in every file PyTorch writes: then a binary search,
+	// else a scan (a segment listing a million blocks out of order would
+	// otherwise cost a million scans).
+	inSnap := func(addr uint64) bool {
+		return slices.ContainsFunc(s.Blocks, func(b snapshot.Block) bool { return b.Address == addr })
+	}
+	if slices.IsSortedFunc(s.Blocks, func(x, y snapshot.Block) int { return cmp.Compare(x.Address, y.Address) }) {
+		inSnap = func(addr uint64) bool {
+			_, ok := slices.BinarySearchFunc(s.Blocks, addr, func(b snapshot.Block, a uint64) int { return cmp.Compare(b.Address, a) })
+			return ok
+		}
+	}
+	for _, sb := range m.Blocks {
+		if !inSnap(sb.Address) {
+			mismatch("block %#x (%d bytes, %s) is in the replay, not in the snapshot", sb.Address, sb.Size, sb.State)
 		}
 	}
 }
@@ -235,6 +278,6 @@ func (r *Replay) reconcile() {
 	}
 	ag.ReconcileNote = strings.Join(notes, "; ")
 	after := &Agreement{}
-	compareStates(a.Segments(), r.final, r.start.exact, r.seeded, after)
+	compareStates(a, r.final, r.start.exact, r.seeded, after)
 	ag.Remaining = after.MismatchCount
 }

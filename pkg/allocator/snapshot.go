@@ -22,13 +22,30 @@ func (a *Allocator) Segments() []snapshot.Segment {
 	}
 	all := make([]snapshot.Block, 0, n)
 	out := make([]snapshot.Segment, 0, len(a.regions))
+	a.eachSegment(nil, func(seg *snapshot.Segment) {
+		start := len(all)
+		all = append(all, seg.Blocks...)
+		s := *seg
+		s.Blocks = all[start:len(all):len(all)]
+		out = append(out, s)
+	})
+	return out
+}
+
+// eachSegment calls fn with each segment Segments would return, in the
+// same order, without keeping them: seg and its Blocks (built in buf,
+// which may be nil) are reused by the next call. Comparing a replayed
+// state of a million blocks with a snapshot this way holds one segment at
+// a time instead of a copy of the whole state.
+func (a *Allocator) eachSegment(buf []snapshot.Block, fn func(seg *snapshot.Segment)) {
+	var seg snapshot.Segment
 	for _, r := range a.regions {
 		for b := r.head; b != nil; {
 			if !b.mapped {
 				b = b.next
 				continue
 			}
-			seg := snapshot.Segment{
+			seg = snapshot.Segment{
 				Device:     a.dev.index,
 				Address:    b.addr,
 				Stream:     b.stream,
@@ -40,10 +57,10 @@ func (a *Allocator) Segments() []snapshot.Segment {
 				// it, which is why split segments show no frames.
 				Stack: b.segStack,
 			}
-			start := len(all)
+			buf = buf[:0]
 			for ; b != nil && b.mapped; b = b.next {
 				st := b.state()
-				all = append(all, snapshot.Block{
+				buf = append(buf, snapshot.Block{
 					Address:       b.addr,
 					Size:          b.size,
 					RequestedSize: b.requested,
@@ -59,11 +76,10 @@ func (a *Allocator) Segments() []snapshot.Segment {
 					seg.RequestedSize += b.requested
 				}
 			}
-			seg.Blocks = all[start:len(all):len(all)]
-			out = append(out, seg)
+			seg.Blocks = buf
+			fn(&seg)
 		}
 	}
-	return out
 }
 
 // Snapshot is torch.cuda.memory._snapshot() for this device: the trace,
