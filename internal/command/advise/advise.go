@@ -212,7 +212,8 @@ func writeText(w io.Writer, opts *Options, advice []*advise.Advice) error {
 		} else {
 			fmt.Fprintln(w, title)
 		}
-		para(fmt.Sprintf("replayed %d settings on %s; recorded with %s; %s", len(a.Ranked), memoryText(a), confText(a.RecordedConf), historyText(a)))
+		para(fmt.Sprintf("replayed %d settings on %s; recorded with %s; %s", len(a.Ranked), report.DeviceMemoryText(a.DeviceMemory, a.DeviceMemoryBy, "--device-memory SIZE asks whether it fits a GPU"),
+			report.AllocConfText(a.RecordedConf), historyText(a)))
 		if !md {
 			fmt.Fprintln(w)
 		}
@@ -264,23 +265,6 @@ func writeText(w io.Writer, opts *Options, advice []*advise.Advice) error {
 		}
 	}
 	return nil
-}
-
-func confText(conf string) string {
-	if conf == "" {
-		return `PYTORCH_CUDA_ALLOC_CONF="" (the defaults)`
-	}
-	return fmt.Sprintf("PYTORCH_CUDA_ALLOC_CONF=%q", conf)
-}
-
-func memoryText(a *advise.Advice) string {
-	switch {
-	case a.DeviceMemory == 0:
-		return "unlimited device memory (no oom entry to derive it from; --device-memory SIZE asks whether it fits a GPU)"
-	case a.DeviceMemoryBy == "option":
-		return report.Size(a.DeviceMemory) + " of device memory (--device-memory)"
-	}
-	return fmt.Sprintf("%s of device memory (%s)", report.Size(a.DeviceMemory), a.DeviceMemoryBy)
 }
 
 func historyText(a *advise.Advice) string {

@@ -11,7 +11,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/memstat/memstat/internal/command"
-	"github.com/memstat/memstat/internal/command/stats"
 	"github.com/memstat/memstat/internal/iostreams"
 	"github.com/memstat/memstat/pkg/allocator"
 	"github.com/memstat/memstat/pkg/report"
@@ -235,7 +234,7 @@ func headline(path string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("%s: %w", path, err)
 	}
-	return stats.HeadlineText(res), nil
+	return report.HeadlineText(res), nil
 }
 
 // describe prints what a built-in workload ran and what the formulas say

@@ -278,9 +278,9 @@ func writeText(w io.Writer, opts *Options, devices []deviceReplay) error {
 		}
 		if opts.WhatIf {
 			para(fmt.Sprintf("what-if: simulated with %s and %s; recorded with %s",
-				confText(sim.Settings), memoryText(sim), confText(rec.Settings)))
+				report.AllocConfText(sim.Settings), report.DeviceMemoryText(sim.Capacity, sim.CapacitySource, ""), report.AllocConfText(rec.Settings)))
 		} else {
-			para(fmt.Sprintf("simulated with the recorded settings: %s and %s", confText(sim.Settings), memoryText(sim)))
+			para(fmt.Sprintf("simulated with the recorded settings: %s and %s", report.AllocConfText(sim.Settings), report.DeviceMemoryText(sim.Capacity, sim.CapacitySource, "")))
 		}
 		if !md {
 			fmt.Fprintln(w)
@@ -295,27 +295,10 @@ func writeText(w io.Writer, opts *Options, devices []deviceReplay) error {
 		if opts.WhatIf {
 			para("fidelity: not claimed (what-if: the recorded run had other settings)")
 		} else {
-			para(FidelityLine(rec))
+			para(report.FidelityLine(rec))
 		}
 	}
 	return nil
-}
-
-func confText(conf string) string {
-	if conf == "" {
-		return `PYTORCH_CUDA_ALLOC_CONF="" (the defaults)`
-	}
-	return fmt.Sprintf("PYTORCH_CUDA_ALLOC_CONF=%q", conf)
-}
-
-func memoryText(res *allocator.ReplayResult) string {
-	switch {
-	case res.Capacity == 0:
-		return "unlimited device memory (no oom entry to derive it from)"
-	case res.CapacitySource == "option":
-		return report.Size(res.Capacity) + " of device memory (--device-memory)"
-	}
-	return fmt.Sprintf("%s of device memory (%s)", report.Size(res.Capacity), res.CapacitySource)
 }
 
 func historyNote(rec *allocator.ReplayResult) string {
@@ -327,21 +310,6 @@ func historyNote(rec *allocator.ReplayResult) string {
 			rec.History.PreexistingSegments, rec.History.PreexistingBlocks)
 	}
 	return fmt.Sprintf("history: complete: %d trace entries from an empty allocator", rec.History.Entries)
-}
-
-// FidelityLine sums up how many recorded decisions the simulator made
-// itself.
-func FidelityLine(rec *allocator.ReplayResult) string {
-	f := rec.Fidelity
-	s := fmt.Sprintf("fidelity with the recorded settings: %d/%d segment events (same size, same order), %d/%d placements (same offset in the same segment), %d forced operations",
-		f.SegmentEvents.Reproduced, f.SegmentEvents.Recorded, f.Placements.Reproduced, f.Placements.Recorded, f.ForcedOperations)
-	if f.EmptyCacheCalls > 0 {
-		s += fmt.Sprintf(", %d empty_cache() calls", f.EmptyCacheCalls)
-	}
-	if f.Unapplied > 0 {
-		s += fmt.Sprintf(", %d entries not applied", f.Unapplied)
-	}
-	return s
 }
 
 func sideBySide(rec, sim *allocator.ReplayResult) *report.Table {

@@ -10,9 +10,9 @@ import (
 
 	"github.com/memstat/memstat/internal/atomicfile"
 	"github.com/memstat/memstat/internal/command"
-	"github.com/memstat/memstat/internal/command/stats"
 	"github.com/memstat/memstat/internal/iostreams"
 	"github.com/memstat/memstat/pkg/analysis"
+	"github.com/memstat/memstat/pkg/report"
 	"github.com/memstat/memstat/pkg/report/htmlreport"
 	"github.com/memstat/memstat/pkg/snapshot"
 	"github.com/memstat/memstat/pkg/timeline"
@@ -126,7 +126,7 @@ func device(snap *snapshot.Snapshot, d int, opts *Options) (htmlreport.Device, e
 		fmt.Fprintf(opts.IO.ErrOut, "memstat: %s: device %d: %s\n", opts.File, d, w)
 	}
 	dev.Result = res
-	dev.Headline, dev.History, dev.Agreement = stats.HeadlineText(res), stats.HistoryLine(res), stats.AgreementLine(res)
+	dev.Headline, dev.History, dev.Agreement = report.HeadlineText(res), report.HistoryLine(res), report.AgreementLine(res)
 	note := func(what string, err error) {
 		dev.Notes = append(dev.Notes, fmt.Sprintf("%s could not be computed: %v", what, err))
 	}

@@ -8,8 +8,6 @@ import (
 	"io"
 	"path/filepath"
 	"runtime/debug"
-	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -196,16 +194,6 @@ func statsOf(fn string, spark bool) (fileStats, error) {
 	return fs, nil
 }
 
-// Headline is the report headline of a replay.
-func Headline(res *allocator.ReplayResult) report.Headline {
-	return report.Headline{
-		PeakAllocated: res.PeakAllocated.Bytes,
-		PeakReserved:  res.PeakReserved.Bytes,
-		Fragmentation: res.FragmentationAtPeakReserved,
-		Partial:       res.Partial(),
-	}
-}
-
 type jsonFile struct {
 	File    string       `json:"file"`
 	Devices []jsonDevice `json:"devices"`
@@ -236,7 +224,7 @@ func jsonStats(files []fileStats, ranks *ranks, summary bool) any {
 				Device:       res.Device,
 				TorchVersion: res.Version,
 				MemoryStats:  res.MemoryStatsMap(),
-				Headline:     Headline(res),
+				Headline:     report.HeadlineOf(res),
 				History:      res.History,
 				Agreement:    res.Agreement,
 			})
@@ -268,13 +256,13 @@ func writeText(w io.Writer, files []fileStats, format report.Format, width int) 
 					fmt.Fprintln(w, s)
 				}
 			}
-			para(HeadlineText(res))
+			para(report.HeadlineText(res))
 			// On a terminal only: the sparkline of allocated memory.
 			if i < len(f.Sparklines) && len(f.Sparklines[i]) > 1 {
 				para(report.SparklineText(f.Sparklines[i], min(max(width-45, 20), 80)))
 			}
-			para(HistoryLine(res))
-			para(AgreementLine(res))
+			para(report.HistoryLine(res))
+			para(report.AgreementLine(res))
 			if !md {
 				fmt.Fprintln(w)
 			}
@@ -289,83 +277,6 @@ func writeText(w io.Writer, files []fileStats, format report.Format, width int) 
 		}
 	}
 	return nil
-}
-
-// HeadlineText is the headline in words; without a trace the peaks are the
-// final state's.
-func HeadlineText(res *allocator.ReplayResult) string {
-	h := Headline(res)
-	if res.History.Coverage == allocator.CoverageNone {
-		h.Partial = false
-		return h.String() + " (no trace: the final state only)"
-	}
-	return h.String()
-}
-
-// HistoryLine says what the figures cover.
-func HistoryLine(res *allocator.ReplayResult) string {
-	h := res.History
-	switch h.Coverage {
-	case allocator.CoverageNone:
-		return "history: none: the snapshot has no trace for this device, so the figures are its final state; peaks equal the current values and the allocated/freed/num_* counters are unknown (0)"
-	case allocator.CoveragePartial:
-		return fmt.Sprintf("history: partial: %s%s, starting mid-run; %d segments (%s) and %d live blocks existed before the first entry, so peaks are over the recorded window only and the allocated/freed/num_* counters count only the window",
-			entries(h.Entries), timeRange(h), h.PreexistingSegments, report.Size(h.PreexistingBytes), h.PreexistingBlocks)
-	}
-	return fmt.Sprintf("history: complete: %s%s from an empty allocator; peaks and counters cover the whole recorded run", entries(h.Entries), timeRange(h))
-}
-
-func entries(n int) string {
-	if n == 1 {
-		return "1 trace entry"
-	}
-	return fmt.Sprintf("%d trace entries", n)
-}
-
-func timeRange(h allocator.History) string {
-	if h.FirstTimeUS == 0 {
-		return ""
-	}
-	const layout = "2006-01-02 15:04:05.000"
-	first := time.UnixMicro(h.FirstTimeUS).UTC()
-	last := time.UnixMicro(h.LastTimeUS).UTC()
-	return fmt.Sprintf(" (%s to %s UTC)", first.Format(layout), last.Format(layout))
-}
-
-// AgreementLine says whether the replayed final state equals the
-// snapshot's, and how faithfully the trace was reproduced.
-func AgreementLine(res *allocator.ReplayResult) string {
-	ag, f := res.Agreement, res.Fidelity
-	if ag == nil {
-		return "replay: what-if, no comparison with the snapshot"
-	}
-	if res.History.Coverage == allocator.CoverageNone {
-		return fmt.Sprintf("replay: nothing to replay; the state is the snapshot's (%d segments, %d blocks)", ag.Segments.Snapshot, ag.Blocks.Snapshot)
-	}
-	var b strings.Builder
-	if ag.Exact() {
-		fmt.Fprintf(&b, "replay: the final state equals the snapshot's (%d segments, %d blocks, %d requested sizes)",
-			ag.Segments.Snapshot, ag.Blocks.Snapshot, ag.RequestedSizes.Snapshot)
-	} else {
-		fmt.Fprintf(&b, "replay: the final state differs from the snapshot's in %d places", ag.MismatchCount)
-		if len(ag.Mismatches) > 0 {
-			fmt.Fprintf(&b, " (first: %s)", ag.Mismatches[0])
-		}
-		if ag.Reconciled > 0 {
-			fmt.Fprintf(&b, "; %s", ag.ReconcileNote)
-		}
-		if ag.Remaining > 0 {
-			fmt.Fprintf(&b, "; %d differences remain, so the current figures are not the snapshot's", ag.Remaining)
-		} else {
-			b.WriteString("; the current figures are the snapshot's")
-		}
-	}
-	fmt.Fprintf(&b, "; %d/%d placements and %d/%d segment events reproduced", f.Placements.Reproduced, f.Placements.Recorded,
-		f.SegmentEvents.Reproduced, f.SegmentEvents.Recorded)
-	if f.Divergences > 0 || f.Unapplied > 0 {
-		fmt.Fprintf(&b, " (%d divergences forced back to the recording, %d entries not applied)", f.Divergences, f.Unapplied)
-	}
-	return b.String()
 }
 
 // counterTable lists memory_stats' plain counters that the version has.
