@@ -1,6 +1,9 @@
 package report
 
-import "fmt"
+import (
+	"fmt"
+	"path/filepath"
+)
 
 // Headline is the one line `memstat stats` and `memstat record` print per
 // device: the figures people look at first.
@@ -24,4 +27,11 @@ func (h Headline) String() string {
 		s += " (over the recorded window only: the trace starts mid-run)"
 	}
 	return s
+}
+
+// DeviceTitle is the title of a device's section in the reports of the
+// commands that take a snapshot file: "snap.pickle, device 0 (PyTorch
+// 2.5)", the file without its folder.
+func DeviceTitle(file string, device int, torchVersion string) string {
+	return fmt.Sprintf("%s, device %d (PyTorch %s)", filepath.Base(file), device, torchVersion)
 }

@@ -6,7 +6,6 @@ package advise
 import (
 	"fmt"
 	"io"
-	"path/filepath"
 
 	"github.com/spf13/cobra"
 
@@ -15,7 +14,6 @@ import (
 	"github.com/memstat/memstat/pkg/advise"
 	"github.com/memstat/memstat/pkg/allocator"
 	"github.com/memstat/memstat/pkg/report"
-	"github.com/memstat/memstat/pkg/snapshot"
 )
 
 // Options are `memstat advise`'s inputs.
@@ -104,14 +102,9 @@ func (o *Options) resolve() error {
 	}
 	o.Format = format
 	if o.DeviceMemory != "" {
-		n, err := report.ParseSize(o.DeviceMemory)
-		if err != nil {
-			return command.FlagErrorf("--device-memory: %v", err)
+		if o.capacity, err = command.ParseDeviceMemory(o.DeviceMemory); err != nil {
+			return err
 		}
-		if n <= 0 {
-			return command.FlagErrorf("--device-memory must be positive")
-		}
-		o.capacity = n
 	}
 	if o.TorchVersion != "" {
 		v, err := allocator.ParseVersion(o.TorchVersion)
@@ -130,12 +123,9 @@ func (o *Options) resolve() error {
 }
 
 func runAdvise(opts *Options) error {
-	snap, err := snapshot.Load(opts.File)
+	snap, err := command.LoadSnapshot(opts.IO.ErrOut, opts.File)
 	if err != nil {
 		return err
-	}
-	for _, w := range snap.Warnings {
-		fmt.Fprintf(opts.IO.ErrOut, "memstat: %s: warning: %s\n", opts.File, w)
 	}
 	var advice []*advise.Advice
 	for d := range snap.Devices() {
@@ -206,7 +196,7 @@ func writeText(w io.Writer, opts *Options, advice []*advise.Advice) error {
 		if i > 0 {
 			fmt.Fprintln(w)
 		}
-		title := fmt.Sprintf("%s, device %d (PyTorch %s)", filepath.Base(opts.File), a.Device, a.TorchVersion)
+		title := report.DeviceTitle(opts.File, a.Device, a.TorchVersion)
 		if md {
 			fmt.Fprintf(w, "### %s\n\n", title)
 		} else {

@@ -238,10 +238,7 @@ func load(fn string) (*replayed, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := &replayed{figures: map[int]*check.Figures{}, partial: map[int]bool{}}
-	for _, w := range snap.Warnings {
-		out.warnings = append(out.warnings, fmt.Sprintf("memstat: %s: warning: %s", fn, w))
-	}
+	out := &replayed{figures: map[int]*check.Figures{}, partial: map[int]bool{}, warnings: command.WarningLines(fn, snap)}
 	for d := range snap.Devices() {
 		if len(snap.Trace(d)) == 0 && len(snap.DeviceSegments(d)) == 0 {
 			continue
@@ -387,7 +384,7 @@ func writeText(w io.Writer, format report.Format, results []checked, total, fail
 		if i > 0 {
 			fmt.Fprintln(w)
 		}
-		title := fmt.Sprintf("%s, device %d (PyTorch %s)", filepath.Base(r.File), r.Device.Device, r.Version)
+		title := report.DeviceTitle(r.File, r.Device.Device, r.Version)
 		if r.BaselineFile != "" {
 			title += fmt.Sprintf(", baseline %s device %d", filepath.Base(r.BaselineFile), r.BaselineDevice)
 		}
@@ -422,18 +419,12 @@ func summary(total, failed int, results []checked) string {
 	for _, r := range results {
 		files[r.File] = true
 	}
-	scope := fmt.Sprintf("%s, %s", plural(len(files), "file"), plural(len(results), "device"))
+	scope := fmt.Sprintf("%s, %s", report.Plural(len(files), "file", "files"), report.Plural(len(results), "device", "devices"))
+	checks := report.Plural(total, "check", "checks")
 	if failed > 0 {
-		return fmt.Sprintf("FAIL: %d of %s failed (%s)", failed, plural(total, "check"), scope)
+		return fmt.Sprintf("FAIL: %d of %s failed (%s)", failed, checks, scope)
 	}
-	return fmt.Sprintf("ok: all %s passed (%s)", plural(total, "check"), scope)
-}
-
-func plural(n int, what string) string {
-	if n == 1 {
-		return "1 " + what
-	}
-	return fmt.Sprintf("%d %ss", n, what)
+	return fmt.Sprintf("ok: all %s passed (%s)", checks, scope)
 }
 
 func outcomeTable(d *check.Device) *report.Table {

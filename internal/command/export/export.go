@@ -13,7 +13,6 @@ import (
 	"github.com/memstat/memstat/internal/command"
 	"github.com/memstat/memstat/internal/iostreams"
 	"github.com/memstat/memstat/pkg/export"
-	"github.com/memstat/memstat/pkg/snapshot"
 )
 
 // Options are `memstat export`'s inputs.
@@ -95,12 +94,9 @@ objects, jsonl one object per line.`,
 }
 
 func runExport(opts *Options) error {
-	snap, err := snapshot.Load(opts.File)
+	snap, err := command.LoadSnapshot(opts.IO.ErrOut, opts.File)
 	if err != nil {
 		return err
-	}
-	for _, w := range snap.Warnings {
-		fmt.Fprintf(opts.IO.ErrOut, "memstat: %s: warning: %s\n", opts.File, w)
 	}
 	if opts.Device >= snap.Devices() {
 		return fmt.Errorf("%s: device %d does not exist (the snapshot has %d)", opts.File, opts.Device, snap.Devices())

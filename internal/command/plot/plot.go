@@ -14,7 +14,6 @@ import (
 	"github.com/memstat/memstat/internal/iostreams"
 	"github.com/memstat/memstat/pkg/report"
 	rplot "github.com/memstat/memstat/pkg/report/plot"
-	"github.com/memstat/memstat/pkg/snapshot"
 	"github.com/memstat/memstat/pkg/timeline"
 )
 
@@ -96,12 +95,9 @@ runs). The picture format comes from the -o file name: .svg or .png.`,
 }
 
 func runPlot(opts *Options) error {
-	snap, err := snapshot.Load(opts.File)
+	snap, err := command.LoadSnapshot(opts.IO.ErrOut, opts.File)
 	if err != nil {
 		return err
-	}
-	for _, w := range snap.Warnings {
-		fmt.Fprintf(opts.IO.ErrOut, "memstat: %s: warning: %s\n", opts.File, w)
 	}
 	device, err := command.TraceDevice(snap, opts.File, opts.Device)
 	if err != nil {

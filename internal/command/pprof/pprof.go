@@ -16,7 +16,6 @@ import (
 	"github.com/memstat/memstat/pkg/live"
 	"github.com/memstat/memstat/pkg/report"
 	rpprof "github.com/memstat/memstat/pkg/report/pprof"
-	"github.com/memstat/memstat/pkg/snapshot"
 )
 
 // Options are `memstat pprof`'s inputs.
@@ -86,12 +85,9 @@ through memstat's allocator model, following the recorded decisions.`,
 }
 
 func runPprof(opts *Options) error {
-	snap, err := snapshot.Load(opts.File)
+	snap, err := command.LoadSnapshot(opts.IO.ErrOut, opts.File)
 	if err != nil {
 		return err
-	}
-	for _, w := range snap.Warnings {
-		fmt.Fprintf(opts.IO.ErrOut, "memstat: %s: warning: %s\n", opts.File, w)
 	}
 	var device int
 	if opts.moment.Kind == live.End {

@@ -7,7 +7,6 @@ package replay
 import (
 	"fmt"
 	"io"
-	"path/filepath"
 
 	"github.com/spf13/cobra"
 
@@ -116,14 +115,9 @@ func (o *Options) resolve(cmd *cobra.Command) error {
 		o.WhatIf = true
 	}
 	if o.DeviceMemory != "" {
-		n, err := report.ParseSize(o.DeviceMemory)
-		if err != nil {
-			return command.FlagErrorf("--device-memory: %v", err)
+		if o.capacity, err = command.ParseDeviceMemory(o.DeviceMemory); err != nil {
+			return err
 		}
-		if n <= 0 {
-			return command.FlagErrorf("--device-memory must be positive")
-		}
-		o.capacity = n
 		o.WhatIf = true
 	}
 	return nil
@@ -136,12 +130,9 @@ type deviceReplay struct {
 }
 
 func runReplay(opts *Options) error {
-	snap, err := snapshot.Load(opts.File)
+	snap, err := command.LoadSnapshot(opts.IO.ErrOut, opts.File)
 	if err != nil {
 		return err
-	}
-	for _, w := range snap.Warnings {
-		fmt.Fprintf(opts.IO.ErrOut, "memstat: %s: warning: %s\n", opts.File, w)
 	}
 	v := opts.version
 	if v == 0 {
@@ -270,7 +261,7 @@ func writeText(w io.Writer, opts *Options, devices []deviceReplay) error {
 		if i > 0 {
 			fmt.Fprintln(w)
 		}
-		title := fmt.Sprintf("%s, device %d (PyTorch %s)", filepath.Base(opts.File), rec.Device, sim.Version)
+		title := report.DeviceTitle(opts.File, rec.Device, sim.Version)
 		if md {
 			fmt.Fprintf(w, "### %s\n\n", title)
 		} else {

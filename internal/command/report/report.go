@@ -74,14 +74,11 @@ request as it is.`,
 }
 
 func runReport(opts *Options) error {
-	snap, err := snapshot.Load(opts.File)
+	snap, err := command.LoadSnapshot(opts.IO.ErrOut, opts.File)
 	if err != nil {
 		return err
 	}
 	rep := &htmlreport.Report{File: opts.File, Warnings: snap.Warnings}
-	for _, w := range snap.Warnings {
-		fmt.Fprintf(opts.IO.ErrOut, "memstat: %s: warning: %s\n", opts.File, w)
-	}
 	devices := []int{}
 	if opts.Device >= 0 {
 		d, err := command.StateDevice(snap, opts.File, opts.Device)

@@ -6,7 +6,6 @@ package stats
 import (
 	"fmt"
 	"io"
-	"path/filepath"
 	"runtime/debug"
 
 	"github.com/spf13/cobra"
@@ -159,10 +158,7 @@ func statsOf(fn string, spark bool) (fileStats, error) {
 	if err != nil {
 		return fileStats{}, err
 	}
-	fs := fileStats{File: fn}
-	for _, w := range snap.Warnings {
-		fs.Warnings = append(fs.Warnings, fmt.Sprintf("memstat: %s: warning: %s", fn, w))
-	}
+	fs := fileStats{File: fn, Warnings: command.WarningLines(fn, snap)}
 	for d := range snap.Devices() {
 		if len(snap.Trace(d)) == 0 && len(snap.DeviceSegments(d)) == 0 {
 			continue
@@ -243,7 +239,7 @@ func writeText(w io.Writer, files []fileStats, format report.Format, width int) 
 				fmt.Fprintln(w)
 			}
 			first = false
-			title := fmt.Sprintf("%s, device %d (PyTorch %s)", filepath.Base(f.File), res.Device, res.Version)
+			title := report.DeviceTitle(f.File, res.Device, res.Version)
 			if md {
 				fmt.Fprintf(w, "### %s\n\n", title)
 			} else {
