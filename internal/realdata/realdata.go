@@ -12,6 +12,12 @@ import (
 	"testing"
 )
 
+// root is the module root, found once from the folder the test binary
+// starts in (its package's): a test that changes its working directory
+// (to find a ./.memstat.toml, say) must still find the real snapshots
+// rather than skip.
+var root = moduleRoot()
+
 // Dir returns the folder of real snapshots, or skips the test when it is
 // absent.
 func Dir(t testing.TB) string {
@@ -19,7 +25,6 @@ func Dir(t testing.TB) string {
 	if d := os.Getenv("MEMSTAT_REAL_SNAPSHOTS"); d != "" {
 		return d
 	}
-	root := moduleRoot()
 	if root != "" {
 		d := filepath.Join(root, "..", "shared", "testdata", "real")
 		if st, err := os.Stat(d); err == nil && st.IsDir() {
