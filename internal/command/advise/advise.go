@@ -233,9 +233,9 @@ func writeText(w io.Writer, opts *Options, advice []*advise.Advice) error {
 			if err := comparison(a).Render(w, opts.Format); err != nil {
 				return err
 			}
-			if !md {
-				fmt.Fprintln(w)
-			}
+			// A blank line ends a table, in markdown too (a line right
+			// after a markdown table would be read as one more row).
+			fmt.Fprintln(w)
 			for _, why := range a.Why() {
 				para("why: " + why)
 			}
@@ -246,9 +246,7 @@ func writeText(w io.Writer, opts *Options, advice []*advise.Advice) error {
 		if err := ranking(a, opts.Top).Render(w, opts.Format); err != nil {
 			return err
 		}
-		if !md {
-			fmt.Fprintln(w)
-		}
+		fmt.Fprintln(w)
 		para(advise.RankingNote)
 		for _, s := range a.Skipped {
 			para("not tried: " + s)

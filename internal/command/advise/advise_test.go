@@ -212,3 +212,25 @@ func TestBadInputExit2(t *testing.T) {
 		}
 	}
 }
+
+// In markdown a line right after a table is read as one more row, so every
+// table (the comparison and the ranking) must end with a blank line.
+func TestMarkdownTablesEnd(t *testing.T) {
+	code, out, errOut := memstat(t, "", "advise", realdata.File(t, "sidsoc12"), "--format", "markdown")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	lines := strings.Split(out, "\n")
+	tables := 0
+	for i := 1; i < len(lines); i++ {
+		if strings.HasPrefix(lines[i-1], "|") && !strings.HasPrefix(lines[i], "|") {
+			tables++
+			if lines[i] != "" {
+				t.Errorf("line %d follows a table without a blank line: %q", i+1, lines[i])
+			}
+		}
+	}
+	if tables < 2 {
+		t.Fatalf("want the comparison and the ranking tables, found %d in:\n%s", tables, out)
+	}
+}

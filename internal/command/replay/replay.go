@@ -279,9 +279,9 @@ func writeText(w io.Writer, opts *Options, devices []deviceReplay) error {
 		if err := sideBySide(rec, sim).Render(w, opts.Format); err != nil {
 			return err
 		}
-		if !md {
-			fmt.Fprintln(w)
-		}
+		// A blank line ends the table, in markdown too (a line right after
+		// a markdown table would be read as one more row).
+		fmt.Fprintln(w)
 		para(historyNote(rec))
 		if opts.WhatIf {
 			para("fidelity: not claimed (what-if: the recorded run had other settings)")

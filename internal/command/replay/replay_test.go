@@ -262,3 +262,25 @@ func TestBadAllocConf(t *testing.T) {
 		t.Errorf("error %v", err)
 	}
 }
+
+// In markdown a line right after a table is read as one more row, so every
+// table must end with a blank line.
+func TestMarkdownTablesEnd(t *testing.T) {
+	out, _, err := execReplay(t, realdata.File(t, "Nesta-gitU"), "--format", "markdown")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(out, "\n")
+	tables := 0
+	for i := 1; i < len(lines); i++ {
+		if strings.HasPrefix(lines[i-1], "|") && !strings.HasPrefix(lines[i], "|") {
+			tables++
+			if lines[i] != "" {
+				t.Errorf("line %d follows a table without a blank line: %q", i+1, lines[i])
+			}
+		}
+	}
+	if tables == 0 {
+		t.Fatalf("no markdown table in:\n%s", out)
+	}
+}
