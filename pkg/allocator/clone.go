@@ -74,6 +74,7 @@ func (a *Allocator) clone() *Allocator {
 		c.streams[i] = nq
 	}
 	c.hist.ring.buf = slices.Clone(a.hist.ring.buf)
+	c.hist.contexts = *a.hist.contexts.Clone()
 	c.spare = nil
 	for _, r := range a.regions {
 		for b := r.head; b != nil; b = b.next {

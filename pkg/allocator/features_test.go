@@ -163,7 +163,7 @@ func TestTraceFieldsPerVersion(t *testing.T) {
 		if (e.TimeUS == 1700000000000020) != tc.time || (e.TimeUS == 0) == tc.time {
 			t.Errorf("%s: time_us %d", tc.v, e.TimeUS)
 		}
-		if got := snap.String(e.CompileContext); (got == "N/A") != tc.compile {
+		if got := snap.String(snap.Context(&e).CompileContext); (got == "N/A") != tc.compile {
 			t.Errorf("%s: compile_context %q", tc.v, got)
 		}
 		f := snap.Features

@@ -47,6 +47,9 @@ func (s *sim) check() {
 	if err := s.CheckInvariants(); err != nil {
 		s.t.Fatalf("invariant: %v", err)
 	}
+	if n, want := s.numSegments(), len(s.Segments()); n != want {
+		s.t.Fatalf("numSegments %d, Segments has %d", n, want)
+	}
 }
 
 func (s *sim) alloc(size int64, stream int64) uint64 {

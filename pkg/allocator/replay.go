@@ -135,8 +135,28 @@ func (a *Allocator) SeedSegment(seg snapshot.Segment) error {
 		if err := a.forceMap(seg.Address, seg.TotalSize, seg.Stream, pool, seg.Stack); err != nil {
 			return err
 		}
-	} else if err := a.forceSegment(seg.Address, seg.TotalSize, seg.Stream, pool, seg.Stack); err != nil {
-		return err
+	} else {
+		if err := a.forceSegment(seg.Address, seg.TotalSize, seg.Stream, pool, seg.Stack); err != nil {
+			return err
+		}
+		// The segment's free blocks enter the free set once its layout
+		// is complete (see blockPool.seeding), also when seeding fails
+		// half-way.
+		r := a.regions.find(seg.Address)
+		for b := r.head; b != nil; b = b.next {
+			if b.mapped && b.free() {
+				pool.removeFree(b)
+			}
+		}
+		pool.seeding = true
+		defer func() {
+			pool.seeding = false
+			for b := r.head; b != nil; b = b.next {
+				if b.mapped && b.free() {
+					pool.insertFree(b)
+				}
+			}
+		}()
 	}
 	for _, sb := range seg.Blocks {
 		if !sb.State.Active() {

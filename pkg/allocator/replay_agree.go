@@ -190,19 +190,22 @@ func (r *Replay) reconcile() {
 	}
 	snapBlock := snapshotBlocks(r.final)
 	var freed, completed, released, added, placed int
-	// Live blocks the snapshot does not have live (with that size).
-	live := make([]BlockInfo, 0, a.allocated.len()+a.pending.len())
+	// Live blocks the snapshot does not have live (with that size). Only
+	// those are kept, then changed: a list of every live block cost as
+	// much as the state itself on a large replay.
+	var live []BlockInfo
 	a.Blocks(func(b BlockInfo) bool {
-		if b.State.Active() {
-			live = append(live, b)
+		if !b.State.Active() {
+			return true
 		}
+		if sb, ok := snapBlock(b.Address); ok && sb.Size == b.Size && sb.State == b.State {
+			return true
+		}
+		live = append(live, b)
 		return true
 	})
 	for _, b := range live {
 		sb, ok := snapBlock(b.Address)
-		if ok && sb.Size == b.Size && sb.State == b.State {
-			continue
-		}
 		if ok && sb.Size == b.Size && sb.State == snapshot.ActivePendingFree && b.State == snapshot.ActiveAllocated {
 			if a.FreeDeferred(b.Address, snapshot.NoStack) == nil {
 				freed++
@@ -222,13 +225,18 @@ func (r *Replay) reconcile() {
 	// and going down leaves only the kept regions above it to move
 	// (going up moved every later region, released ones included: a
 	// second on a trace that released 100,000 segments).
-	segs := a.Segments()
-	for k := len(segs) - 1; k >= 0; k-- {
-		s := segs[k]
-		if snapSegs[s.Address] != nil || len(s.Blocks) != 1 || s.Blocks[0].State != snapshot.Inactive {
-			continue
+	type freeSegment struct {
+		addr uint64
+		size int64
+	}
+	var unused []freeSegment
+	a.eachSegment(nil, func(s *snapshot.Segment) {
+		if snapSegs[s.Address] == nil && len(s.Blocks) == 1 && s.Blocks[0].State == snapshot.Inactive {
+			unused = append(unused, freeSegment{s.Address, s.TotalSize})
 		}
-		if a.ForceRelease(s.Address, s.TotalSize, snapshot.NoStack) == nil {
+	})
+	for k := len(unused) - 1; k >= 0; k-- {
+		if a.ForceRelease(unused[k].addr, unused[k].size, snapshot.NoStack) == nil {
 			released++
 		}
 	}

@@ -190,16 +190,47 @@ func segmentPoolOfSize(size int64) snapshot.Pool {
 	return snapshot.LargePool
 }
 
+// touchScan is one half of the pass that finds the addresses the trace
+// allocates or frees blocks at.
+type touchScan struct {
+	set   addrMap
+	freed []firstFree // frees that are their address's first event
+}
+
+// scan covers the addresses of the given shard (0 or 1): a hash bit
+// independent of the one addrMap places keys by, so that each half's
+// table fills evenly.
+func (t *touchScan) scan(tr []snapshot.TraceEntry, shard uint64) {
+	for i := range tr {
+		e := &tr[i]
+		switch e.Action {
+		case snapshot.ActionAlloc, snapshot.ActionFreeRequested, snapshot.ActionFreeCompleted, snapshot.ActionFree:
+			if ((e.Addr>>9)*0xC2B2AE3D27D4EB4F)>>63 != shard {
+				continue
+			}
+			if t.set.put(e.Addr, 0) && e.Action != snapshot.ActionAlloc {
+				t.freed = append(t.freed, firstFree{i, *e})
+			}
+		}
+	}
+}
+
 // reconstructStart rebuilds the state before the first trace entry.
 // resSize gives an expandable reservation's size for a page size.
-func reconstructStart(cfg Config, tr []snapshot.TraceEntry, final []*snapshot.Segment, resSize func(page int64) int64) startState {
+func reconstructStart(cfg Config, tr []snapshot.TraceEntry, streams streamTable, final []*snapshot.Segment, resSize func(page int64) int64) startState {
 	st := startState{exact: make(map[uint64]bool)}
 	// Which stacks free entries carry is judged on a pass of its own, on
 	// another core while this one scans the trace.
 	carry := make(chan bool, 1)
 	go func() { carry <- freesCarryAllocationStacks(tr) }()
-	var touched addrMap
-	var freed []firstFree
+	// The addresses blocks are allocated or freed at, and the frees that
+	// are an address's first event, come from a pass over the trace split
+	// in two by address, each half on its own core: the lookups of
+	// millions of addresses are the bulk of rebuilding the start.
+	var shards [2]touchScan
+	done := make(chan struct{})
+	go func() { shards[1].scan(tr, 1); close(done) }()
+	shards[0].scan(tr, 0)
 	created := make(map[uint64]int64) // cudaMalloc'd in the trace and still live
 	type freedSeg struct {
 		seg     snapshot.Segment
@@ -214,12 +245,6 @@ func reconstructStart(cfg Config, tr []snapshot.TraceEntry, final []*snapshot.Se
 	var preMapped []preRange
 	for i, e := range tr {
 		switch e.Action {
-		case snapshot.ActionAlloc, snapshot.ActionFreeRequested, snapshot.ActionFreeCompleted, snapshot.ActionFree:
-			if touched.put(e.Addr, 0) {
-				if e.Action != snapshot.ActionAlloc {
-					freed = append(freed, firstFree{i, e})
-				}
-			}
 		case snapshot.ActionSegmentAlloc:
 			created[e.Addr] = e.Size
 		case snapshot.ActionSegmentFree:
@@ -227,23 +252,34 @@ func reconstructStart(cfg Config, tr []snapshot.TraceEntry, final []*snapshot.Se
 				delete(created, e.Addr)
 			} else {
 				preFreed = append(preFreed, freedSeg{snapshot.Segment{
-					Address: e.Addr, TotalSize: e.Size, Stream: e.Stream, Pool: segmentPoolOfSize(e.Size),
+					Address: e.Addr, TotalSize: e.Size, Stream: streams.of(&e), Pool: segmentPoolOfSize(e.Size),
 				}, i})
 			}
 		case snapshot.ActionSegmentMap:
 			mapped.add(e.Addr, e.Addr+uint64(e.Size))
 		case snapshot.ActionSegmentUnmap:
 			for _, g := range mapped.missing(e.Addr, e.Addr+uint64(e.Size)) {
-				preMapped = append(preMapped, preRange{g, e.Stream})
+				preMapped = append(preMapped, preRange{g, streams.of(&e)})
 			}
 			mapped.remove(e.Addr, e.Addr+uint64(e.Size))
 		}
 	}
 	st.freeStacksAreAllocStacks = <-carry
+	<-done
+	freed := append(shards[0].freed, shards[1].freed...)
 	sort.Slice(freed, func(i, j int) bool { return freed[i].e.Addr < freed[j].e.Addr })
-	touchedSorted := make([]uint64, 0, touched.len())
-	touched.each(func(addr uint64, _ uint32) { touchedSorted = append(touchedSorted, addr) })
+	touchedSorted := make([]uint64, 0, shards[0].set.len()+shards[1].set.len())
+	for k := range shards {
+		shards[k].set.each(func(addr uint64, _ uint32) { touchedSorted = append(touchedSorted, addr) })
+		shards[k].set = addrMap{} // garbage from here on
+	}
 	slices.Sort(touchedSorted)
+	// touched reports whether a block at addr is allocated or freed in
+	// the trace.
+	touched := func(addr uint64) bool {
+		_, ok := slices.BinarySearch(touchedSorted, addr)
+		return ok
+	}
 	// untouched reports whether no block in [lo, hi) is allocated or freed
 	// in the trace: its layout then is the snapshot's from the start.
 	untouched := func(lo, hi uint64) bool {
@@ -295,13 +331,13 @@ func reconstructStart(cfg Config, tr []snapshot.TraceEntry, final []*snapshot.Se
 				}
 			}
 		} else {
-			seg.Blocks = st.liveBlocks(cfg, &seg, s.Blocks, &touched, inRange(s.Address, s.End(), len(tr)))
+			seg.Blocks = st.liveBlocks(cfg, &seg, s.Blocks, touched, inRange(s.Address, s.End(), len(tr)))
 		}
 		st.segments = append(st.segments, seg)
 	}
 	for _, p := range preFreed {
 		seg := p.seg
-		seg.Blocks = st.liveBlocks(cfg, &seg, nil, &touched, inRange(seg.Address, seg.End(), p.freedAt))
+		seg.Blocks = st.liveBlocks(cfg, &seg, nil, touched, inRange(seg.Address, seg.End(), p.freedAt))
 		st.segments = append(st.segments, seg)
 	}
 
@@ -339,7 +375,7 @@ func reconstructStart(cfg Config, tr []snapshot.TraceEntry, final []*snapshot.Se
 				}
 			}
 		}
-		seg.Blocks = st.liveBlocks(cfg, &seg, blocks, &touched, inRange(r.lo, r.hi, len(tr)))
+		seg.Blocks = st.liveBlocks(cfg, &seg, blocks, touched, inRange(r.lo, r.hi, len(tr)))
 		expSeeds = append(expSeeds, seg)
 	}
 	// One reservation per cluster of ranges of a stream and pool. The true
@@ -367,7 +403,7 @@ func reconstructStart(cfg Config, tr []snapshot.TraceEntry, final []*snapshot.Se
 				break
 			}
 		}
-		addrs = append(addrs, known{e.Addr, e.Stream, pool})
+		addrs = append(addrs, known{e.Addr, streams.of(&e), pool})
 	}
 	for _, s := range expandable {
 		addrs = append(addrs, known{s.Address, s.Stream, s.Pool})
@@ -437,14 +473,14 @@ func reconstructStart(cfg Config, tr []snapshot.TraceEntry, final []*snapshot.Se
 // trace: its live blocks (the snapshot's active blocks the trace never
 // touches, which keep their recorded size, and the first-event frees) with
 // free blocks in the gaps.
-func (st *startState) liveBlocks(cfg Config, seg *snapshot.Segment, final []snapshot.Block, touched *addrMap, freed []firstFree) []snapshot.Block {
+func (st *startState) liveBlocks(cfg Config, seg *snapshot.Segment, final []snapshot.Block, touched func(addr uint64) bool, freed []firstFree) []snapshot.Block {
 	type live struct {
 		b     snapshot.Block
 		exact bool // size known from the snapshot
 	}
 	var blocks []live
 	for _, b := range final {
-		if _, ok := touched.get(b.Address); b.State.Active() && !ok {
+		if b.State.Active() && !touched(b.Address) {
 			blocks = append(blocks, live{b, true})
 		}
 	}

@@ -96,6 +96,8 @@ func (a *Allocator) Snapshot() *snapshot.Snapshot {
 		Traces:  traces,
 		Stacks:  a.stacks,
 		Strings: []string{""},
+		// A copy: recording goes on after the snapshot is taken.
+		Contexts: a.hist.contexts.Clone(),
 		Features: snapshot.Features{
 			BlockHistory:     v < V2_1,
 			BlockAddresses:   v >= V2_1,
@@ -123,4 +125,19 @@ func (a *Allocator) Snapshot() *snapshot.Snapshot {
 	}
 	a.record(snapshot.ActionSnapshot, 0, active, 0, snapshot.NoStack)
 	return s
+}
+
+// numSegments is len(a.Segments()) without building them.
+func (a *Allocator) numSegments() int {
+	n := 0
+	for _, r := range a.regions {
+		inRange := false
+		for b := r.head; b != nil; b = b.next {
+			if b.mapped && !inRange {
+				n++
+			}
+			inRange = b.mapped
+		}
+	}
+	return n
 }

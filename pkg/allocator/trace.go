@@ -67,6 +67,9 @@ type history struct {
 	context ContextLevel
 	skip    [snapshot.ActionFree + 1]bool
 	ring    ring
+	// contexts holds the streams (and compile_context) of the entries in
+	// ring.
+	contexts snapshot.Contexts
 }
 
 // ring is PyTorch's RingBuffer of trace entries: append until full, then
@@ -158,15 +161,16 @@ func (a *Allocator) record(act snapshot.Action, addr uint64, size, stream int64,
 	if !a.hist.enabled || a.mute || a.hist.skip[act] {
 		return
 	}
-	e := snapshot.TraceEntry{Action: act, Addr: addr, Size: size, Stream: stream}
+	c := snapshot.EntryContext{Stream: stream}
+	if a.v.hasCompileContext() {
+		c.CompileContext = CompileContextNA
+	}
+	e := snapshot.TraceEntry{Action: act, Addr: addr, Size: size, Context: a.hist.contexts.Intern(c)}
 	if a.hist.context >= ContextAlloc {
 		e.Stack = ctx
 	}
 	if a.v.hasTimeUS() {
 		e.TimeUS = a.now()
-	}
-	if a.v.hasCompileContext() {
-		e.CompileContext = CompileContextNA
 	}
 	a.hist.ring.insert(e)
 }
@@ -182,3 +186,28 @@ func (a *Allocator) now() int64 {
 // Trace returns the recorded trace, oldest entry first, without the side
 // effect of Snapshot.
 func (a *Allocator) Trace() []snapshot.TraceEntry { return a.hist.ring.entries() }
+
+// TraceContexts is the table the Context fields of Trace's entries index.
+func (a *Allocator) TraceContexts() *snapshot.Contexts { return &a.hist.contexts }
+
+// streamTable maps a Contexts table's IDs to their streams, for the
+// replay's many stream lookups.
+type streamTable []int64
+
+func streamsOf(t *snapshot.Contexts) streamTable {
+	if t == nil {
+		return streamTable{0}
+	}
+	st := make(streamTable, t.Len())
+	for i := range st {
+		st[i] = t.Get(snapshot.ContextID(i)).Stream
+	}
+	return st
+}
+
+func (st streamTable) of(e *snapshot.TraceEntry) int64 {
+	if int(e.Context) < len(st) {
+		return st[e.Context]
+	}
+	return 0
+}

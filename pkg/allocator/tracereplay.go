@@ -84,6 +84,9 @@ type ReplayOptions struct {
 	// CheckEvery runs CheckInvariants after every n-th entry (0: never);
 	// a failure stops the replay with an error.
 	CheckEvery int
+	// keepStart keeps the rebuilt starting state after it is seeded: a
+	// what-if replay reuses the state of the follow replay it runs first.
+	keepStart bool
 }
 
 // Replay is a step-able replay of one device's trace.
@@ -92,10 +95,12 @@ type Replay struct {
 	opts  ReplayOptions
 	cfg   Config
 	trace []snapshot.TraceEntry
-	final []*snapshot.Segment
-	a     *Allocator
-	pos   int
-	done  bool
+	// streams resolves the trace entries' streams (snapshot.Contexts).
+	streams streamTable
+	final   []*snapshot.Segment
+	a       *Allocator
+	pos     int
+	done    bool
 	// res is allocated apart from the Replay: a caller that keeps only
 	// the result (stats over many files) must not keep the replay's
 	// allocator state and trace alive with it.
@@ -131,7 +136,7 @@ func NewReplay(s *snapshot.Snapshot, o ReplayOptions) (*Replay, error) {
 	if o.Device < 0 {
 		return nil, fmt.Errorf("allocator: device %d", o.Device)
 	}
-	r := &Replay{snap: s, opts: o, trace: s.Trace(o.Device), final: s.DeviceSegments(o.Device), res: &ReplayResult{}}
+	r := &Replay{snap: s, opts: o, trace: s.Trace(o.Device), streams: streamsOf(s.Contexts), final: s.DeviceSegments(o.Device), res: &ReplayResult{}}
 	slices.SortStableFunc(r.final, func(x, y *snapshot.Segment) int {
 		switch {
 		case x.Address < y.Address:
@@ -171,6 +176,7 @@ func NewReplay(s *snapshot.Snapshot, o ReplayOptions) (*Replay, error) {
 	if o.Mode == WhatIf {
 		fo := o
 		fo.Mode, fo.Config, fo.OnEvent, fo.CheckEvery = Follow, nil, nil, 0
+		fo.keepStart = true
 		fo.Capacity = 0
 		var err error
 		if follow, err = NewReplay(s, fo); err != nil {
@@ -192,7 +198,7 @@ func NewReplay(s *snapshot.Snapshot, o ReplayOptions) (*Replay, error) {
 			d := Device{totalMemory: total}
 			return d.reservationSize(page)
 		}
-		r.start = reconstructStart(r.cfg, r.trace, r.final, resSize)
+		r.start = reconstructStart(r.cfg, r.trace, r.streams, r.final, resSize)
 	}
 	r.res.Warnings = append(r.res.Warnings, r.start.warnings...)
 
@@ -223,7 +229,7 @@ func (r *Replay) inferTotalMemory() int64 {
 				break
 			}
 		}
-		k := key{e.Stream, small}
+		k := key{r.streams.of(&e), small}
 		if _, ok := bases[k]; !ok {
 			bases[k] = e.Addr
 		}
@@ -306,6 +312,11 @@ func (r *Replay) initFollow(total int64) error {
 		return err
 	}
 	r.seedStart()
+	if !r.opts.keepStart {
+		// Seeded: the copy of the snapshot's segments is garbage now (a
+		// tenth of the memory of replaying a large snapshot).
+		r.start.segments, r.start.reservations = nil, nil
+	}
 	r.res.Capacity, r.res.CapacitySource = capacity, source
 	if err := r.a.RecordHistory(HistoryOptions{Enabled: HistoryAll, Context: ContextAll}); err != nil {
 		return err
@@ -494,7 +505,7 @@ func (r *Replay) Result() *ReplayResult {
 	r.res.PeakReserved = r.peakRes
 	r.res.FragmentationAtPeakReserved = r.frag
 	r.res.SegmentsCreated = st.NumDeviceAlloc
-	r.res.FinalSegments = len(r.a.Segments())
+	r.res.FinalSegments = r.a.numSegments()
 	r.res.History.Note = historyNote(&r.res.History)
 	return r.res
 }
@@ -681,18 +692,18 @@ func (r *Replay) followMalloc(i, j int) {
 	isAlloc := e.Action == snapshot.ActionAlloc
 	// The common cases are predicted without trying the call on a copy.
 	if isAlloc {
-		out, addr, allocSize := r.a.predictMalloc(e.Size, e.Stream)
+		out, addr, allocSize := r.a.predictMalloc(e.Size, r.streams.of(&e))
 		ok := false
 		switch out {
 		case outcomeCacheHit:
 			ok = i == j && addr == e.Addr
 		case outcomeNewSegment:
 			s := r.trace[i]
-			ok = j == i+1 && s.Action == snapshot.ActionSegmentAlloc && s.Size == allocSize && s.Addr == e.Addr && s.Stream == e.Stream
+			ok = j == i+1 && s.Action == snapshot.ActionSegmentAlloc && s.Size == allocSize && s.Addr == e.Addr && r.streams.of(&s) == r.streams.of(&e)
 		}
 		if ok {
 			r.win, r.cur = [2]int{i, j}, r.a
-			_, err := r.a.Malloc(e.Size, e.Stream, e.Stack)
+			_, err := r.a.Malloc(e.Size, r.streams.of(&e), e.Stack)
 			if got := r.a.Trace(); err == nil && sameEntries(got, want) {
 				r.matched(i, j)
 				return
@@ -734,7 +745,7 @@ func (r *Replay) tryCall(i, j int) (bool, []snapshot.TraceEntry, error) {
 	c := r.a.clone()
 	c.orderHeldFrees(r.trace[i : j+1])
 	r.win, r.cur = [2]int{i, j}, c
-	_, err := c.Malloc(e.Size, e.Stream, e.Stack)
+	_, err := c.Malloc(e.Size, r.streams.of(&e), e.Stack)
 	var oom *OOMError
 	got := c.Trace()
 	if (err == nil || errors.As(err, &oom)) && sameEntries(got, r.trace[i:j+1]) {
@@ -882,13 +893,13 @@ func (r *Replay) force(i, j int, what func() string) {
 			if r.trace[j].Action != snapshot.ActionAlloc && r.trace[j].Action != snapshot.ActionOOM {
 				p = segmentPoolOfSize(e.Size)
 			}
-			err = a.ForceSegment(e.Addr, e.Size, e.Stream, p, e.Stack)
+			err = a.ForceSegment(e.Addr, e.Size, r.streams.of(&e), p, e.Stack)
 		case snapshot.ActionSegmentMap:
-			err = a.ForceMap(e.Addr, e.Size, e.Stream, pool, e.Stack)
+			err = a.ForceMap(e.Addr, e.Size, r.streams.of(&e), pool, e.Stack)
 		case snapshot.ActionAlloc:
-			err = a.ForceMalloc(e.Addr, e.Size, 0, e.Stream, e.Stack)
+			err = a.ForceMalloc(e.Addr, e.Size, 0, r.streams.of(&e), e.Stack)
 		case snapshot.ActionOOM:
-			a.forceOOM(e)
+			a.forceOOM(e, r.streams.of(&e))
 			r.forcedOOMs++
 		}
 		if err != nil {
@@ -900,8 +911,8 @@ func (r *Replay) force(i, j int, what func() string) {
 
 // forceOOM records a recorded out-of-memory error the simulator did not
 // reproduce: the oom trace entry and num_ooms.
-func (a *Allocator) forceOOM(e snapshot.TraceEntry) {
-	a.record(snapshot.ActionOOM, e.Addr, e.Size, e.Stream, a.context(ContextState, e.Stack))
+func (a *Allocator) forceOOM(e snapshot.TraceEntry, stream int64) {
+	a.record(snapshot.ActionOOM, e.Addr, e.Size, stream, a.context(ContextState, e.Stack))
 	a.stats.NumOOMs++
 }
 
@@ -944,7 +955,7 @@ func (r *Replay) stepWhatIf() {
 	a := r.a
 	switch e.Action {
 	case snapshot.ActionAlloc:
-		addr, err := a.Malloc(e.Size, e.Stream, e.Stack)
+		addr, err := a.Malloc(e.Size, r.streams.of(&e), e.Stack)
 		if err != nil {
 			r.failed[e.Addr] = true
 			delete(r.simAddr, e.Addr)
@@ -973,7 +984,7 @@ func (r *Replay) stepWhatIf() {
 	case snapshot.ActionOOM:
 		// The request failed for real; under other settings it may not.
 		// The program went on without it, so a success is freed at once.
-		if addr, err := a.Malloc(e.Size, e.Stream, e.Stack); err == nil {
+		if addr, err := a.Malloc(e.Size, r.streams.of(&e), e.Stack); err == nil {
 			a.Free(addr, snapshot.NoStack)
 		}
 	case snapshot.ActionSegmentFree, snapshot.ActionSegmentUnmap:

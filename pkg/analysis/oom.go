@@ -238,7 +238,7 @@ func (rp *Replayed) explainOOM(e snapshot.TraceEntry, st *State, fr *Frames, v a
 		MemoryState:        rp.Describe(st, fr, top),
 		Requested:          e.Size,
 		AllocSize:          allocator.AllocationSize(e.Size),
-		Stream:             e.Stream,
+		Stream:             rp.Snap.Stream(&e),
 		DeviceFree:         e.DeviceFree(),
 		ExpandableSegments: rp.Config.ExpandableSegments,
 		Site:               fr.Site(e.Stack),
@@ -251,7 +251,7 @@ func (rp *Replayed) explainOOM(e snapshot.TraceEntry, st *State, fr *Frames, v a
 	o.Pool = pool.String()
 	o.DeviceTotal = o.DeviceFree + o.Reserved
 	for _, seg := range st.Segments {
-		if seg.Pool != pool || seg.Stream != e.Stream || !seg.PoolID.IsDefault() {
+		if seg.Pool != pool || seg.Stream != o.Stream || !seg.PoolID.IsDefault() {
 			continue
 		}
 		for _, b := range seg.Blocks {

@@ -244,7 +244,7 @@ func ListTrace(rp *Replayed, fr *Frames, q TraceQuery) (*TraceList, error) {
 	}
 	r, err := allocator.NewReplay(rp.Snap, allocator.ReplayOptions{Device: rp.Device, OnEvent: func(i int, e snapshot.TraceEntry, a *allocator.Allocator) {
 		ev := TraceEvent{
-			Index: i, TimeUS: e.TimeUS, Action: e.Action.String(), Addr: e.Addr, Size: e.Size, Stream: e.Stream,
+			Index: i, TimeUS: e.TimeUS, Action: e.Action.String(), Addr: e.Addr, Size: e.Size, Stream: rp.Snap.Stream(&e),
 			Allocated: rp.AllocatedAt(i), Reserved: rp.ReservedAt(i), Site: NoStackFrame, Phase: rp.Phases.At(e.TimeUS),
 		}
 		if e.TimeUS != 0 && first != 0 {

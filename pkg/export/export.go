@@ -124,7 +124,7 @@ func writeEvents(w io.Writer, s *snapshot.Snapshot, o Options) (int, error) {
 			if e.TimeUS != 0 {
 				t = I(e.TimeUS)
 			}
-			rw.row(I(int64(d)), I(int64(i)), t, S(e.Action.String()), addr, I(e.Size), I(e.Stream),
+			rw.row(I(int64(d)), I(int64(i)), t, S(e.Action.String()), addr, I(e.Size), I(s.Stream(&e)),
 				seg, off, free, tf[0], tf[1], tf[2], tf[3])
 		}})
 		if err != nil {

@@ -110,6 +110,11 @@ type builder struct {
 	// firstEntryAt is the input offset of the first trace entry.
 	firstEntryAt int64
 	frameIDs     []FrameID // scratch
+	// contexts interns the entries' stream, compile_context and
+	// user_metadata; lastContext is the one interned last.
+	contexts      Contexts
+	lastContext   EntryContext
+	lastContextID ContextID
 	fields       [kCount]pickle.Value
 	present      [kCount]bool
 }
@@ -313,7 +318,8 @@ func (b *builder) entry() (pickle.Value, bool, error) {
 	if e.Size, err = b.int(what, kSize); err != nil {
 		return pickle.None, false, err
 	}
-	if e.Stream, err = b.int(what, kStream); err != nil {
+	var c EntryContext
+	if c.Stream, err = b.int(what, kStream); err != nil {
 		return pickle.None, false, err
 	}
 	if e.TimeUS, err = b.int(what, kTimeUS); err != nil {
@@ -325,8 +331,13 @@ func (b *builder) entry() (pickle.Value, bool, error) {
 	b.features.TimeUS = b.features.TimeUS || b.present[kTimeUS]
 	b.features.CompileContext = b.features.CompileContext || b.present[kCompileContext]
 	b.features.UserMetadata = b.features.UserMetadata || b.present[kUserMetadata]
-	e.CompileContext = b.internStr(kCompileContext)
-	e.UserMetadata = b.internStr(kUserMetadata)
+	c.CompileContext = b.internStr(kCompileContext)
+	c.UserMetadata = b.internStr(kUserMetadata)
+	// Most entries repeat the previous entry's context: skip the map.
+	if c != b.lastContext || len(b.entries) == 0 {
+		b.lastContext, b.lastContextID = c, b.contexts.Intern(c)
+	}
+	e.Context = b.lastContextID
 	if len(b.entries) == cap(b.entries) {
 		b.growEntries()
 	}

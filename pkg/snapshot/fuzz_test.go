@@ -162,11 +162,15 @@ func modelSummary(t *testing.T, s *Snapshot) string {
 	}
 	for d := range s.Devices() {
 		for _, e := range s.Trace(d) {
-			if int(e.CompileContext) >= len(s.Strings) || int(e.UserMetadata) >= len(s.Strings) {
+			if s.Contexts == nil || int(e.Context) >= s.Contexts.Len() {
+				t.Fatalf("context id out of range")
+			}
+			c := s.Context(&e)
+			if int(c.CompileContext) >= len(s.Strings) || int(c.UserMetadata) >= len(s.Strings) {
 				t.Fatalf("string id out of range")
 			}
-			fmt.Fprintf(&b, "ev %d %s %d %d %d %d %q %q", d, e.Action, e.Addr, e.Size, e.Stream, e.TimeUS,
-				s.String(e.CompileContext), s.String(e.UserMetadata))
+			fmt.Fprintf(&b, "ev %d %s %d %d %d %d %q %q", d, e.Action, e.Addr, e.Size, c.Stream, e.TimeUS,
+				s.String(c.CompileContext), s.String(c.UserMetadata))
 			stack(e.Stack)
 		}
 		_ = s.DeviceSegments(d)

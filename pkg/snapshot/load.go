@@ -268,6 +268,8 @@ func (b *builder) assemble(top pickle.Value) (*Snapshot, error) {
 		s.Segments = append(s.Segments, b.finishSegment(&b.segments[it.N], &s.Warnings))
 	}
 	s.Strings = b.strs
+	contexts := b.contexts // a copy: a pointer into b would keep the builder alive
+	s.Contexts = &contexts
 	s.Features = mergeFeatures(s.Features, b.features)
 	b.blocks, b.segments, b.history, b.entries = nil, nil, nil, nil
 	return s, nil

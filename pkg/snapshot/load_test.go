@@ -43,8 +43,8 @@ func modelText(s *Snapshot) string {
 	}
 	for dev, tr := range s.Traces {
 		for _, e := range tr {
-			fmt.Fprintf(&b, "ev|%d|%s|%d|%d|%d|%d|%s|%s|%s\n", dev, e.Action, e.Addr, e.Size, e.Stream, e.TimeUS,
-				hash(e.Stack), s.String(e.CompileContext), s.String(e.UserMetadata))
+			fmt.Fprintf(&b, "ev|%d|%s|%d|%d|%d|%d|%s|%s|%s\n", dev, e.Action, e.Addr, e.Size, s.Stream(&e), e.TimeUS,
+				hash(e.Stack), s.String(s.Context(&e).CompileContext), s.String(s.Context(&e).UserMetadata))
 		}
 	}
 	return b.String()

@@ -11,6 +11,11 @@
 // references stays sharing in memory.
 package snapshot
 
+import (
+	"maps"
+	"slices"
+)
+
 // Snapshot is one snapshot file, all devices.
 type Snapshot struct {
 	// Segments of every device, in file order (PyTorch sorts them by device,
@@ -30,6 +35,9 @@ type Snapshot struct {
 	// Strings holds the interned compile_context and user_metadata texts of
 	// trace entries; index 0 is the empty string.
 	Strings []string
+	// Contexts holds the stream, compile_context and user_metadata of the
+	// trace entries (TraceEntry.Context). Nil is an empty table.
+	Contexts *Contexts
 	// Warnings are inconsistencies found while reading (blocks that do not
 	// tile their segment, ...); analysis goes on regardless.
 	Warnings []string
@@ -92,6 +100,26 @@ func (s *Snapshot) String(id StrID) string {
 		return s.Strings[id]
 	}
 	return ""
+}
+
+// Context returns the stream, compile_context and user_metadata of e.
+func (s *Snapshot) Context(e *TraceEntry) EntryContext {
+	if s.Contexts == nil {
+		return EntryContext{}
+	}
+	return s.Contexts.Get(e.Context)
+}
+
+// Stream returns the stream of e.
+func (s *Snapshot) Stream(e *TraceEntry) int64 { return s.Context(e).Stream }
+
+// Intern returns the ID of c in the snapshot's Contexts table, creating
+// the table when the snapshot has none; for code that builds snapshots.
+func (s *Snapshot) Intern(c EntryContext) ContextID {
+	if s.Contexts == nil {
+		s.Contexts = &Contexts{}
+	}
+	return s.Contexts.Intern(c)
 }
 
 // StrID indexes Snapshot.Strings. 0 is the empty string.
@@ -237,21 +265,101 @@ func ParseAction(s string) Action {
 }
 
 // TraceEntry is one event of a device's allocator trace.
+//
+// A gigabyte snapshot holds about ten million entries, so the entry is kept
+// at 40 bytes and free of pointers (the garbage collector never scans the
+// trace): the stream, compile_context and user_metadata, which take few
+// distinct values in a trace, are interned together in the snapshot's
+// Contexts table and the entry holds their index.
 type TraceEntry struct {
-	Action Action
 	// Addr is the block or segment address; for ActionOOM it holds the
 	// device_free figure instead (PyTorch reuses the field the same way).
 	Addr uint64
 	// Size: the unrounded request for alloc, the block's requested_size for
 	// frees, the segment size for segment events, the rounded request for
 	// oom, total active bytes for snapshot.
-	Size   int64
-	Stream int64
+	Size int64
 	// TimeUS is Unix-epoch microseconds; 0 when the file has no time_us.
-	TimeUS         int64
-	Stack          StackID
+	TimeUS int64
+	Stack  StackID
+	// Context indexes the Contexts table of the snapshot (or of the
+	// simulator) that holds the entry; 0 is stream 0 with empty strings.
+	Context ContextID
+	Action  Action
+}
+
+// ContextID indexes a Contexts table.
+type ContextID uint32
+
+// EntryContext is the part of a trace entry that takes few distinct values.
+type EntryContext struct {
+	Stream         int64
 	CompileContext StrID
 	UserMetadata   StrID
+}
+
+// Contexts interns EntryContexts. The zero value is ready to use; ID 0 is
+// always the zero EntryContext.
+type Contexts struct {
+	list []EntryContext
+	// ids indexes list once it is longer than a short scan; traces have
+	// a handful of streams and strings, so it is rarely made.
+	ids map[EntryContext]ContextID
+}
+
+const contextsScan = 16
+
+// Intern returns the ID of c, adding it when it is new.
+func (t *Contexts) Intern(c EntryContext) ContextID {
+	if c == (EntryContext{}) {
+		return 0
+	}
+	if t.ids != nil {
+		if id, ok := t.ids[c]; ok {
+			return id
+		}
+	} else {
+		for i, x := range t.list {
+			if x == c {
+				return ContextID(i)
+			}
+		}
+	}
+	if len(t.list) == 0 {
+		t.list = append(t.list, EntryContext{})
+	}
+	id := ContextID(len(t.list))
+	t.list = append(t.list, c)
+	if t.ids == nil && len(t.list) > contextsScan {
+		t.ids = make(map[EntryContext]ContextID, len(t.list))
+		for i, x := range t.list[1:] {
+			t.ids[x] = ContextID(i + 1)
+		}
+	} else if t.ids != nil {
+		t.ids[c] = id
+	}
+	return id
+}
+
+// Get returns the context with the given ID (the zero context for an ID
+// the table does not have).
+func (t *Contexts) Get(id ContextID) EntryContext {
+	if int(id) < len(t.list) {
+		return t.list[id]
+	}
+	return EntryContext{}
+}
+
+// Len is the number of distinct contexts, the zero one included.
+func (t *Contexts) Len() int { return max(len(t.list), 1) }
+
+// Clone returns an independent copy of the table.
+func (t *Contexts) Clone() *Contexts {
+	c := &Contexts{list: slices.Clone(t.list)}
+	if t.ids != nil {
+		c.ids = maps.Clone(t.ids)
+	}
+	return c
 }
 
 // DeviceFree returns the device_free figure of an oom entry.

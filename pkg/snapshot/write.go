@@ -200,19 +200,24 @@ func (w *writer) entry(te *TraceEntry) {
 	e.Uint(te.Addr)
 	e.Key("size")
 	e.Int(te.Size)
+	if s.Contexts != nil && int(te.Context) >= s.Contexts.Len() || s.Contexts == nil && te.Context != 0 {
+		w.fail("trace entry context id %d is not in the snapshot's context table", te.Context)
+		return
+	}
+	c := s.Context(te)
 	e.Key("stream")
-	e.Int(te.Stream)
+	e.Int(c.Stream)
 	if s.Features.TimeUS {
 		e.Key("time_us")
 		e.Int(te.TimeUS)
 	}
 	if s.Features.CompileContext {
 		e.Key("compile_context")
-		w.str(te.CompileContext)
+		w.str(c.CompileContext)
 	}
 	if s.Features.UserMetadata {
 		e.Key("user_metadata")
-		w.str(te.UserMetadata)
+		w.str(c.UserMetadata)
 	}
 	if te.Stack != NoStack {
 		e.Key("frames")

@@ -192,11 +192,15 @@ func diffModels(a, b *Snapshot, strictStrings bool) []string {
 			if !slices.Equal(frames(a, ea.Stack), frames(b, eb.Stack)) {
 				add("device %d entry %d: stack differs", dev, k)
 			}
-			if a.String(ea.CompileContext) != b.String(eb.CompileContext) || a.String(ea.UserMetadata) != b.String(eb.UserMetadata) {
+			ca, cb := a.Context(&ea), b.Context(&eb)
+			if a.String(ca.CompileContext) != b.String(cb.CompileContext) || a.String(ca.UserMetadata) != b.String(cb.UserMetadata) {
 				add("device %d entry %d: strings differ", dev, k)
 			}
+			if ca.Stream != cb.Stream {
+				add("device %d entry %d: stream %d, re-read %d", dev, k, ca.Stream, cb.Stream)
+			}
 			ea.Stack, eb.Stack = 0, 0
-			ea.CompileContext, eb.CompileContext, ea.UserMetadata, eb.UserMetadata = 0, 0, 0, 0
+			ea.Context, eb.Context = 0, 0
 			if ea != eb {
 				add("device %d entry %d: %+v, re-read %+v", dev, k, ea, eb)
 			}
@@ -513,9 +517,11 @@ func handBuilt() map[string]*Snapshot {
 	long := st.InternFrames([]Frame{{strings.Repeat("very_long_name_", 30), "/x/model.py", 11}, {"forward", "/x/model.py", 10}})
 	const base = 0x7f0000000000
 	const MiB = 1 << 20
+	ct := &Contexts{}
 	full := &Snapshot{
-		Stacks:  st,
-		Strings: []string{"", "N/A", "Torch-Compiled Region: 0/1", "step 3 ✓"},
+		Stacks:   st,
+		Contexts: ct,
+		Strings:  []string{"", "N/A", "Torch-Compiled Region: 0/1", "step 3 ✓"},
 		Segments: []Segment{
 			seg(0, base, LargePool,
 				Block{Size: 8 * MiB, RequestedSize: 8*MiB - 100, State: ActiveAllocated, Stack: fwd},
@@ -529,15 +535,15 @@ func handBuilt() map[string]*Snapshot {
 		},
 		Traces: [][]TraceEntry{
 			{
-				{Action: ActionSegmentAlloc, Addr: base, Size: 20 * MiB, TimeUS: 1735689600000000, Stack: fwd, CompileContext: 1},
-				{Action: ActionAlloc, Addr: base, Size: 8*MiB - 100, TimeUS: 1735689600000001, Stack: fwd, CompileContext: 2, UserMetadata: 3},
-				{Action: ActionAlloc, Addr: base + 8*MiB, Size: 4 * MiB, Stream: 0x55d0c0ffee00, TimeUS: 1735689600000002, Stack: bwd, CompileContext: 1},
-				{Action: ActionFreeRequested, Addr: base + 8*MiB, Size: 4 * MiB, Stream: 0x55d0c0ffee00, TimeUS: 1735689600000003, Stack: bwd, CompileContext: 1},
-				{Action: ActionSegmentFree, Addr: base + 128*MiB, Size: 2 * MiB, TimeUS: 1735689600000004, CompileContext: 1},
-				{Action: ActionOOM, Addr: 1293942784, Size: 85899345920, TimeUS: 1735689600000005, Stack: fwd, CompileContext: 1},
-				{Action: ActionSnapshot, Size: 12 * MiB, TimeUS: 1735689600000006, CompileContext: 1},
-				{Action: ActionSegmentAlloc, Addr: base + 64*MiB, Size: 2 * MiB, TimeUS: 1735689600000007, Stack: cpp, CompileContext: 1},
-				{Action: ActionAlloc, Addr: base + 64*MiB, Size: 4, TimeUS: 1735689600000008, Stack: cpp, CompileContext: 1},
+				{Action: ActionSegmentAlloc, Addr: base, Size: 20 * MiB, TimeUS: 1735689600000000, Stack: fwd, Context: ct.Intern(EntryContext{CompileContext: 1})},
+				{Action: ActionAlloc, Addr: base, Size: 8*MiB - 100, TimeUS: 1735689600000001, Stack: fwd, Context: ct.Intern(EntryContext{CompileContext: 2, UserMetadata: 3})},
+				{Action: ActionAlloc, Addr: base + 8*MiB, Size: 4 * MiB, TimeUS: 1735689600000002, Stack: bwd, Context: ct.Intern(EntryContext{Stream: 0x55d0c0ffee00, CompileContext: 1})},
+				{Action: ActionFreeRequested, Addr: base + 8*MiB, Size: 4 * MiB, TimeUS: 1735689600000003, Stack: bwd, Context: ct.Intern(EntryContext{Stream: 0x55d0c0ffee00, CompileContext: 1})},
+				{Action: ActionSegmentFree, Addr: base + 128*MiB, Size: 2 * MiB, TimeUS: 1735689600000004, Context: ct.Intern(EntryContext{CompileContext: 1})},
+				{Action: ActionOOM, Addr: 1293942784, Size: 85899345920, TimeUS: 1735689600000005, Stack: fwd, Context: ct.Intern(EntryContext{CompileContext: 1})},
+				{Action: ActionSnapshot, Size: 12 * MiB, TimeUS: 1735689600000006, Context: ct.Intern(EntryContext{CompileContext: 1})},
+				{Action: ActionSegmentAlloc, Addr: base + 64*MiB, Size: 2 * MiB, TimeUS: 1735689600000007, Stack: cpp, Context: ct.Intern(EntryContext{CompileContext: 1})},
+				{Action: ActionAlloc, Addr: base + 64*MiB, Size: 4, TimeUS: 1735689600000008, Stack: cpp, Context: ct.Intern(EntryContext{CompileContext: 1})},
 			},
 			{}, // device 1: no history
 		},
@@ -559,17 +565,18 @@ func handBuilt() map[string]*Snapshot {
 	// with segment_map/segment_unmap.
 	est := NewStacks()
 	grow := est.InternFrames([]Frame{{"grow", "/x/a.py", 5}})
+	ct = &Contexts{}
 	exp := &Snapshot{
-		Stacks: est, Strings: []string{"", "N/A"},
+		Stacks: est, Strings: []string{"", "N/A"}, Contexts: ct,
 		Segments: []Segment{
 			seg(0, 0x7f1000000000, LargePool,
 				Block{Size: 20 * MiB, RequestedSize: 20 * MiB, State: ActiveAllocated, Stack: grow},
 				Block{Size: 12 * MiB, RequestedSize: 12 * MiB, State: Inactive}),
 		},
 		Traces: [][]TraceEntry{{
-			{Action: ActionSegmentMap, Addr: 0x7f1000000000, Size: 32 * MiB, TimeUS: 1, Stack: grow, CompileContext: 1},
-			{Action: ActionAlloc, Addr: 0x7f1000000000, Size: 20 * MiB, TimeUS: 2, Stack: grow, CompileContext: 1},
-			{Action: ActionSegmentUnmap, Addr: 0x7f1002000000, Size: 2 * MiB, TimeUS: 3, CompileContext: 1},
+			{Action: ActionSegmentMap, Addr: 0x7f1000000000, Size: 32 * MiB, TimeUS: 1, Stack: grow, Context: ct.Intern(EntryContext{CompileContext: 1})},
+			{Action: ActionAlloc, Addr: 0x7f1000000000, Size: 20 * MiB, TimeUS: 2, Stack: grow, Context: ct.Intern(EntryContext{CompileContext: 1})},
+			{Action: ActionSegmentUnmap, Addr: 0x7f1002000000, Size: 2 * MiB, TimeUS: 3, Context: ct.Intern(EntryContext{CompileContext: 1})},
 		}},
 		Settings: &AllocatorSettings{AllocConf: "expandable_segments:True", MaxSplitSize: -1, ExpandableSegments: true},
 		Features: Features{TimeUS: true, CompileContext: true, AllocatorSetting: true},
@@ -732,7 +739,8 @@ func synthetic(segs, n, stacks, depth int) *Snapshot {
 		}
 		ids = append(ids, st.InternFrames(fr))
 	}
-	s := &Snapshot{Stacks: st, Strings: []string{"", "N/A"},
+	ct := &Contexts{}
+	s := &Snapshot{Stacks: st, Strings: []string{"", "N/A"}, Contexts: ct,
 		Settings: &AllocatorSettings{MaxSplitSize: -1},
 		Features: Features{TimeUS: true, CompileContext: true, UserMetadata: true, Annotations: true, AllocatorSetting: true}}
 	const MiB = 1 << 20
@@ -752,7 +760,7 @@ func synthetic(segs, n, stacks, depth int) *Snapshot {
 	actions := []Action{ActionAlloc, ActionFreeRequested, ActionFreeCompleted}
 	for i := range n {
 		tr = append(tr, TraceEntry{Action: actions[i%3], Addr: 0x7f0000000000 + uint64(i/3%5000)*512,
-			Size: int64(i%977) * 512, Stream: 0, TimeUS: 1735689600000000 + int64(i), Stack: ids[(i/3*31)%len(ids)], CompileContext: 1})
+			Size: int64(i%977) * 512, TimeUS: 1735689600000000 + int64(i), Stack: ids[(i/3*31)%len(ids)], Context: ct.Intern(EntryContext{Stream: 0, CompileContext: 1})})
 	}
 	s.Traces = [][]TraceEntry{tr}
 	return s
@@ -772,9 +780,14 @@ func TestWriteRejectsBadIDs(t *testing.T) {
 		t.Error("stacks without a stack table written without error")
 	}
 	bad = *s
-	bad.Traces = [][]TraceEntry{{{Action: ActionAlloc, CompileContext: 77}}}
+	bad.Contexts = &Contexts{}
+	bad.Traces = [][]TraceEntry{{{Action: ActionAlloc, Context: bad.Contexts.Intern(EntryContext{CompileContext: 77})}}}
 	if err := Write(io.Discard, &bad); err == nil || !strings.Contains(err.Error(), "string id 77") {
 		t.Errorf("a string id past the table: %v", err)
+	}
+	bad.Traces = [][]TraceEntry{{{Action: ActionAlloc, Context: 5}}}
+	if err := Write(io.Discard, &bad); err == nil || !strings.Contains(err.Error(), "context id 5") {
+		t.Errorf("a context id past the table: %v", err)
 	}
 }
 
