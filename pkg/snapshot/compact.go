@@ -115,8 +115,8 @@ type builder struct {
 	contexts      Contexts
 	lastContext   EntryContext
 	lastContextID ContextID
-	fields       [kCount]pickle.Value
-	present      [kCount]bool
+	fields        [kCount]pickle.Value
+	present       [kCount]bool
 }
 
 func newBuilder(vs *pickle.Values) *builder {
