@@ -112,14 +112,33 @@ type fileStats struct {
 
 func runStats(opts *Options) error {
 	popts := parallel.Options{Jobs: opts.Jobs, Budget: parallel.DefaultBudget()}
-	if len(opts.Files) > 1 && (opts.Getenv == nil || opts.Getenv("GOMEMLIMIT") == "") {
+	userLimit := opts.Getenv != nil && opts.Getenv("GOMEMLIMIT") != ""
+	var loaded func(*snapshot.Snapshot)
+	switch {
+	case userLimit:
+	case len(opts.Files) > 1:
 		// Several files at once: let the garbage collector work harder
 		// rather than let their heaps together outgrow the budget.
 		defer debug.SetMemoryLimit(debug.SetMemoryLimit(popts.Budget))
+	case len(opts.Files) == 1:
+		// One file: keep the heap within its size where the snapshot
+		// allows (see parallel.HeapLimit).
+		h := parallel.LimitHeapToFile(opts.Files[0], popts.Budget)
+		defer h.Release()
+		loaded = func(s *snapshot.Snapshot) {
+			entries, blocks := 0, 0
+			for _, tr := range s.Traces {
+				entries += len(tr)
+			}
+			for i := range s.Segments {
+				blocks += len(s.Segments[i].Blocks)
+			}
+			h.Loaded(entries, blocks)
+		}
 	}
 	spark := opts.IO.IsStdoutTTY() && !opts.Summary
 	files, err := parallel.Map(opts.Files, popts, func(_ int, fn string) (fileStats, error) {
-		return statsOf(fn, spark)
+		return statsOf(fn, spark, loaded)
 	})
 	// Warnings of the files before a failed one come first, as when the
 	// files are read one after another.
@@ -152,11 +171,14 @@ func runStats(opts *Options) error {
 // statsOf loads one file and replays every device that has segments or a
 // trace; the snapshot is dropped when it returns, only the results stay.
 // With spark, it keeps allocated memory after each entry for the
-// sparkline.
-func statsOf(fn string, spark bool) (fileStats, error) {
+// sparkline. loaded, when not nil, is told of the snapshot once read.
+func statsOf(fn string, spark bool, loaded func(*snapshot.Snapshot)) (fileStats, error) {
 	snap, err := snapshot.Load(fn)
 	if err != nil {
 		return fileStats{}, err
+	}
+	if loaded != nil {
+		loaded(snap)
 	}
 	fs := fileStats{File: fn, Warnings: command.WarningLines(fn, snap)}
 	for d := range snap.Devices() {

@@ -1,0 +1,79 @@
+package parallel
+
+import (
+	"os"
+	"runtime/debug"
+)
+
+// HeapLimit keeps the heap of a command that works on one large snapshot
+// within the size of the file where it can. Go's collector lets the heap
+// grow to twice what is live between collections, so replaying a 1 GB
+// snapshot whose data takes 800 MB peaked at 1.3 GB; a soft memory limit
+// (runtime/debug.SetMemoryLimit) makes the collector work harder near the
+// limit instead, and never fails an allocation. The limit is the larger of
+// the file's size and what the loaded snapshot is expected to need, so that
+// a snapshot whose state outweighs its file (few trace entries, a million
+// blocks) is not starved into collecting without end.
+type HeapLimit struct {
+	file, budget int64
+	prev         int64
+	active       bool
+}
+
+const (
+	// minHeapLimit: below this the limit saves nothing worth the
+	// collector's time.
+	minHeapLimit = 256 << 20
+	// What the replay of a loaded snapshot holds, per trace entry (the
+	// entry, and its share of the rebuild's address set) and per block of
+	// the final segments (the snapshot's block, the simulator's block, its
+	// address-table slot and free-set share).
+	heapPerEntry = 48
+	heapPerBlock = 216
+)
+
+// LimitHeapToFile sets the limit for reading path: its size (at least
+// minHeapLimit), at most budget. It sets nothing for a file it cannot
+// stat or a gzip-compressed one (the decoded size is unknown); the
+// caller leaves it out when the user set GOMEMLIMIT.
+func LimitHeapToFile(path string, budget int64) *HeapLimit {
+	h := &HeapLimit{budget: budget}
+	fi, err := os.Stat(path)
+	if err != nil || !fi.Mode().IsRegular() || isGzip(path) {
+		return h
+	}
+	h.file = fi.Size()
+	h.set(max(h.file, minHeapLimit))
+	return h
+}
+
+// Loaded raises the limit to what replaying a loaded snapshot of entries
+// trace entries and blocks blocks is expected to need, with a tenth more,
+// when that is more than the file's size.
+func (h *HeapLimit) Loaded(entries, blocks int) {
+	if !h.active {
+		return
+	}
+	need := int64(entries)*heapPerEntry + int64(blocks)*heapPerBlock
+	h.set(max(h.file, minHeapLimit, need+need/10))
+}
+
+// Release restores the limit there was before.
+func (h *HeapLimit) Release() {
+	if h.active {
+		debug.SetMemoryLimit(h.prev)
+		h.active = false
+	}
+}
+
+func (h *HeapLimit) set(n int64) {
+	if h.budget > 0 {
+		n = min(n, h.budget)
+	}
+	if !h.active {
+		h.prev = debug.SetMemoryLimit(n)
+		h.active = true
+		return
+	}
+	debug.SetMemoryLimit(n)
+}
