@@ -38,8 +38,14 @@ func (a *Allocator) Segments() []snapshot.Segment {
 // state of a million blocks with a snapshot this way holds one segment at
 // a time instead of a copy of the whole state.
 func (a *Allocator) eachSegment(buf []snapshot.Block, fn func(seg *snapshot.Segment)) {
+	a.eachSegmentOf(a.regions, buf, fn)
+}
+
+// eachSegmentOf is eachSegment over some of a's regions. It only reads the
+// allocator: calls on disjoint regions may run at once.
+func (a *Allocator) eachSegmentOf(rs regions, buf []snapshot.Block, fn func(seg *snapshot.Segment)) {
 	var seg snapshot.Segment
-	for _, r := range a.regions {
+	for _, r := range rs {
 		for b := r.head; b != nil; {
 			if !b.mapped {
 				b = b.next
