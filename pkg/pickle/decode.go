@@ -64,6 +64,11 @@ func (e *Error) Unwrap() error { return e.Err }
 // complete: when a parent container takes it as an item or key, or when it
 // is the pickle's result. Compact returns ok=false to keep the container as
 // it is; an error stops decoding.
+//
+// A record made of a list must depend on the list's items alone: a list
+// built again from the same memo references (the frames of a stack that
+// recurs, in a snapshot) gets the record of the first one without being
+// decoded again (see Decoder.cachedList).
 type Compactor interface {
 	Compact(vs *Values, v Value) (r Value, ok bool, err error)
 }
@@ -87,7 +92,25 @@ type Decoder struct {
 
 	opStart int64
 	op      byte
+
+	// lists maps the memo-reference opcodes of a list (EMPTY_LIST,
+	// MEMOIZE, MARK, the references, APPENDS) to the record the compactor
+	// made of it; pending holds the lists being built whose record is to
+	// be cached when they are frozen. See cachedList.
+	lists   map[string]Value
+	pending map[uint64]pendingList
 }
+
+// pendingList is a list whose record goes into Decoder.lists under key,
+// if it still has the n items of the references when it is frozen.
+type pendingList struct {
+	key string
+	n   int
+}
+
+// maxCachedLists bounds Decoder.lists: distinct stacks past it are decoded
+// as they come.
+const maxCachedLists = 1 << 16
 
 // memo is the pickle memo in pages of memoPage words, so that a memo of
 // millions of entries grows without copying. A word is 0 for an index
@@ -376,6 +399,12 @@ func (d *Decoder) freeze(v Value) (Value, error) {
 			return None, &Error{Offset: d.opStart, Op: opName(d.op), Msg: err.Error()}
 		}
 		c = &vs.conts[v.N]
+		if p, found := d.pending[v.N]; found {
+			delete(d.pending, v.N)
+			if ok && len(d.lists) < maxCachedLists && d.madeOf(v, p) {
+				d.lists[p.key] = rec
+			}
+		}
 		if ok {
 			vs.replace(v.N, rec)
 			// The memo slot that holds the container holds its record
@@ -464,6 +493,13 @@ func (d *Decoder) memoPut(i uint64, v Value) error {
 	if i > uint64(d.memo.len)+maxMemoGap {
 		return d.errf("memo index %d is far past the %d entries stored (malformed pickle)", i, d.memo.len)
 	}
+	if i < uint64(d.memo.len) && d.lists != nil {
+		if _, taken := d.memo.get(i); taken {
+			// A reference now means something else: the lists cached
+			// by references are stale.
+			clear(d.lists)
+		}
+	}
 	d.memo.grow(int(i))
 	v = d.vs.Resolve(v)
 	if v.IsContainer() {
@@ -487,6 +523,95 @@ func (d *Decoder) memoGet(i uint64) error {
 	}
 	d.push(d.vs.Resolve(v))
 	return nil
+}
+
+// cachedList decodes the EMPTY_LIST at buf[0]. A list made only of memo
+// references, [MEMOIZE] MARK (BINGET|LONG_BINGET)... APPENDS or
+// [MEMOIZE] (BINGET|LONG_BINGET) APPEND, whose opcodes were seen before
+// and made a record, is that record: the opcodes are skipped (a stack that
+// recurs in a trace costs one lookup instead of a list built, frozen and
+// interned again). Otherwise the list is made as usual and, when it has
+// that shape, its record is cached when it is frozen. It returns the bytes
+// consumed. References stay valid because a memo index that is stored
+// again clears the cache (see memoPut).
+func (d *Decoder) cachedList(buf []byte) int {
+	p := 1
+	memoize := buf[p] == opMemoize
+	if memoize {
+		p++
+	}
+	marked := p < len(buf) && buf[p] == opMark
+	if marked {
+		p++
+	}
+	refs, n := p, 0
+	for p < len(buf) {
+		switch buf[p] {
+		case opBinGet:
+			p += 2
+		case opLongBinGet:
+			p += 5
+		default:
+			goto end
+		}
+		n++
+		if !marked {
+			break
+		}
+	}
+end:
+	refsEnd := p
+	closing := byte(opAppends)
+	if !marked {
+		closing = opAppend
+	}
+	if n == 0 || p >= len(buf) || refsEnd > len(buf) || buf[p] != closing {
+		d.push(d.vs.NewContainer(KindList))
+		return 1
+	}
+	key := buf[refs:refsEnd]
+	if rec, ok := d.lists[string(key)]; ok {
+		d.push(rec)
+		if memoize {
+			_ = d.memoPut(uint64(d.memo.stored), rec)
+		}
+		return p + 1
+	}
+	v := d.vs.NewContainer(KindList)
+	d.push(v)
+	if len(d.lists) < maxCachedLists {
+		if d.lists == nil {
+			d.lists = make(map[string]Value)
+			d.pending = make(map[uint64]pendingList)
+		}
+		d.pending[v.N] = pendingList{key: string(key), n: n}
+	}
+	return 1
+}
+
+// madeOf reports whether the list v holds exactly the values of the memo
+// references of p: nothing appended to it later, and not a recycled id
+// now used by another list.
+func (d *Decoder) madeOf(v Value, p pendingList) bool {
+	items := d.vs.Items(v)
+	if len(items) != p.n {
+		return false
+	}
+	key := p.key
+	for i := range items {
+		var idx uint64
+		switch key[0] {
+		case opBinGet:
+			idx, key = uint64(key[1]), key[2:]
+		default:
+			idx, key = uint64(binary.LittleEndian.Uint32([]byte(key[1:5]))), key[5:]
+		}
+		m, ok := d.memo.get(idx)
+		if !ok || d.vs.Resolve(m) != items[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // Decode runs the pickle to its STOP opcode and returns the result.
@@ -604,6 +729,9 @@ func (d *Decoder) fast(buf []byte) int {
 		d.push(d.vs.NewContainer(KindDict))
 		return 1
 	case opEmptyList:
+		if d.compactor != nil {
+			return d.cachedList(buf)
+		}
 		d.push(d.vs.NewContainer(KindList))
 		return 1
 	case opShortBinUnicode:
