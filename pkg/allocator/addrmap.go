@@ -119,6 +119,18 @@ func (m *addrMap) del(k uint64) {
 	m.n--
 }
 
+// reserve sizes an empty table for n keys without growing.
+func (m *addrMap) reserve(n int) {
+	if m.n != 0 || 2*n <= len(m.keys) {
+		return
+	}
+	size, shift := 64, uint(64-6)
+	for size < 2*n+2 {
+		size, shift = size*2, shift-1
+	}
+	m.keys, m.vals, m.shift = make([]uint64, size), nil, shift
+}
+
 func (m *addrMap) grow() {
 	size := max(64, 2*len(m.keys))
 	oldKeys, oldVals := m.keys, m.vals

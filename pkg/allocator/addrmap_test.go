@@ -7,9 +7,26 @@ import (
 
 // TestAddrMapAgreesWithAMap checks put, get, del and each against a Go map
 // over random operations on clustered addresses (address 0 included).
+// A table reserved ahead (reserve) must behave the same.
 func TestAddrMapAgreesWithAMap(t *testing.T) {
+	for _, reserved := range []int{0, 10, 6000} {
+		testAddrMap(t, reserved)
+	}
+	var m addrMap
+	m.reserve(6000)
+	before := len(m.keys)
+	for i := range 6000 {
+		m.put(uint64(i+1)*512, 0)
+	}
+	if len(m.keys) != before || before < 12000 {
+		t.Errorf("a table reserved for 6000 keys has %d slots, then %d after 6000 puts", before, len(m.keys))
+	}
+}
+
+func testAddrMap(t *testing.T, reserved int) {
 	r := rand.New(rand.NewSource(1))
 	var m addrMap
+	m.reserve(reserved)
 	want := map[uint64]uint32{}
 	for op := range 200000 {
 		k := uint64(r.Intn(5000)) * 512

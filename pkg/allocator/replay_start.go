@@ -201,6 +201,16 @@ type touchScan struct {
 // independent of the one addrMap places keys by, so that each half's
 // table fills evenly.
 func (t *touchScan) scan(tr []snapshot.TraceEntry, shard uint64) {
+	// Every address is new at most once per allocation at it (or first
+	// freed): sizing the set for the allocations spares it the rehashing
+	// of doubling, a third of the pass on a trace of millions.
+	allocs := 0
+	for i := range tr {
+		if tr[i].Action == snapshot.ActionAlloc && ((tr[i].Addr>>9)*0xC2B2AE3D27D4EB4F)>>63 == shard {
+			allocs++
+		}
+	}
+	t.set.reserve(allocs)
 	for i := range tr {
 		e := &tr[i]
 		switch e.Action {
