@@ -493,11 +493,13 @@ func (d *Decoder) memoPut(i uint64, v Value) error {
 	if i > uint64(d.memo.len)+maxMemoGap {
 		return d.errf("memo index %d is far past the %d entries stored (malformed pickle)", i, d.memo.len)
 	}
-	if i < uint64(d.memo.len) && d.lists != nil {
+	if i < uint64(d.memo.len) && len(d.lists) > 0 {
 		if _, taken := d.memo.get(i); taken {
 			// A reference now means something else: the lists cached
-			// by references are stale.
-			clear(d.lists)
+			// by references are stale. A new map, not clear(): clearing
+			// costs the map's capacity every time, and a pickle can
+			// store again at every opcode.
+			d.lists = make(map[string]Value)
 		}
 	}
 	d.memo.grow(int(i))

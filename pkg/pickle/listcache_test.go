@@ -98,3 +98,39 @@ func TestListCache(t *testing.T) {
 		t.Errorf("after a dropped list: %v (%d calls)", got, calls)
 	}
 }
+
+// listChurn makes n lists of references, each frozen (so cached) and
+// followed by a store to a memo index already taken (which empties the
+// cache, so the next list is cached again): the cache's upkeep must stay
+// linear in the input.
+func listChurn(n int) []byte {
+	var b strings.Builder
+	b.WriteString("\x80\x04(K\x05\x940K\x07\x940")
+	for i := range n {
+		b.WriteString(lcList)
+		b.WriteString("K" + string(rune('0'+i%10)) + "r\x00\x00\x00\x000")
+	}
+	b.WriteString(lcTail)
+	return []byte(b.String())
+}
+
+func TestListCacheWorkIsLinear(t *testing.T) {
+	var prevAlloc uint64
+	var prevLen int
+	for k := 4; k <= 64; k *= 2 {
+		data := listChurn(k * 2000)
+		c := &itemsCompactor{}
+		var err error
+		alloc := allocatedBy(func() { _, err = NewBytesDecoder(data, nil, c).Decode() })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if prevLen > 0 {
+			grow := float64(len(data)) / float64(prevLen)
+			if r := float64(alloc) / float64(prevAlloc); r > 1.6*grow {
+				t.Errorf("k=%d: input grew %.2fx, bytes allocated %.2fx", k, grow, r)
+			}
+		}
+		prevAlloc, prevLen = alloc, len(data)
+	}
+}
