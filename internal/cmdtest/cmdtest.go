@@ -44,3 +44,21 @@ func IsFlagError(err error, want string) bool {
 	_, ok := err.(*command.FlagError)
 	return ok && strings.Contains(err.Error(), want)
 }
+
+// MarkdownTables checks that every markdown table in out ends with a blank
+// line (a line right after a table is read as one more row) and returns
+// how many tables out has.
+func MarkdownTables(t testing.TB, out string) int {
+	t.Helper()
+	lines := strings.Split(out, "\n")
+	tables := 0
+	for i := 1; i < len(lines); i++ {
+		if strings.HasPrefix(lines[i-1], "|") && !strings.HasPrefix(lines[i], "|") {
+			tables++
+			if lines[i] != "" {
+				t.Errorf("line %d follows a table without a blank line: %q", i+1, lines[i])
+			}
+		}
+	}
+	return tables
+}

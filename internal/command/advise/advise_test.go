@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/memstat/memstat/internal/cmdtest"
 	"github.com/memstat/memstat/internal/command"
 	"github.com/memstat/memstat/internal/command/root"
 	"github.com/memstat/memstat/internal/golden"
@@ -220,16 +221,7 @@ func TestMarkdownTablesEnd(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	lines := strings.Split(out, "\n")
-	tables := 0
-	for i := 1; i < len(lines); i++ {
-		if strings.HasPrefix(lines[i-1], "|") && !strings.HasPrefix(lines[i], "|") {
-			tables++
-			if lines[i] != "" {
-				t.Errorf("line %d follows a table without a blank line: %q", i+1, lines[i])
-			}
-		}
-	}
+	tables := cmdtest.MarkdownTables(t, out)
 	if tables < 2 {
 		t.Fatalf("want the comparison and the ranking tables, found %d in:\n%s", tables, out)
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/memstat/memstat/internal/cmdtest"
 	"github.com/memstat/memstat/internal/command"
 	"github.com/memstat/memstat/internal/golden"
 	"github.com/memstat/memstat/internal/iostreams"
@@ -270,16 +271,7 @@ func TestMarkdownTablesEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lines := strings.Split(out, "\n")
-	tables := 0
-	for i := 1; i < len(lines); i++ {
-		if strings.HasPrefix(lines[i-1], "|") && !strings.HasPrefix(lines[i], "|") {
-			tables++
-			if lines[i] != "" {
-				t.Errorf("line %d follows a table without a blank line: %q", i+1, lines[i])
-			}
-		}
-	}
+	tables := cmdtest.MarkdownTables(t, out)
 	if tables == 0 {
 		t.Fatalf("no markdown table in:\n%s", out)
 	}
