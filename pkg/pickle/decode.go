@@ -535,7 +535,8 @@ func (d *Decoder) memoGet(i uint64) error {
 // interned again). Otherwise the list is made as usual and, when it has
 // that shape, its record is cached when it is frozen. It returns the bytes
 // consumed. References stay valid because a memo index that is stored
-// again clears the cache (see memoPut).
+// again empties the cache (see memoPut), and a list is cached only if it
+// holds what its references hold when it is frozen (see madeOf).
 func (d *Decoder) cachedList(buf []byte) int {
 	p := 1
 	memoize := buf[p] == opMemoize
@@ -547,6 +548,7 @@ func (d *Decoder) cachedList(buf []byte) int {
 		p++
 	}
 	refs, n := p, 0
+scan:
 	for p < len(buf) {
 		switch buf[p] {
 		case opBinGet:
@@ -554,14 +556,13 @@ func (d *Decoder) cachedList(buf []byte) int {
 		case opLongBinGet:
 			p += 5
 		default:
-			goto end
+			break scan
 		}
 		n++
 		if !marked {
 			break
 		}
 	}
-end:
 	refsEnd := p
 	closing := byte(opAppends)
 	if !marked {
