@@ -2,6 +2,7 @@ package allocator
 
 import (
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -394,5 +395,35 @@ func TestNewRejectsInvalidConfig(t *testing.T) {
 	a, err := New(cfg, Options{Capacity: 1000 * mib})
 	if err != nil || a.MemoryFraction() != 0.25 {
 		t.Errorf("fraction %v, %v", a.MemoryFraction(), err)
+	}
+}
+
+// The streams of recorded entries are in the trace's context table, and a
+// snapshot carries a copy of it that later recording does not change.
+func TestTraceEntryStreams(t *testing.T) {
+	s := newSim(t, "", Latest, Options{})
+	if err := s.RecordHistory(HistoryOptions{Enabled: HistoryAll, Context: ContextAll}); err != nil {
+		t.Fatal(err)
+	}
+	const s7 = 7
+	s.alloc(1000, s7)
+	s.alloc(3<<20, 0)
+	var streams []int64
+	for _, e := range s.Trace() {
+		streams = append(streams, s.TraceContexts().Get(e.Context).Stream)
+	}
+	// segment_alloc and alloc on stream 7, then on stream 0.
+	if fmt.Sprint(streams) != "[7 7 0 0]" {
+		t.Errorf("streams %v", streams)
+	}
+	snap := s.Snapshot()
+	s.alloc(1000, 9)
+	for i, e := range snap.Trace(0) {
+		if got := snap.Stream(&e); got != streams[i] {
+			t.Errorf("snapshot entry %d: stream %d, want %d", i, got, streams[i])
+		}
+		if c := snap.Context(&e); snap.String(c.CompileContext) != "N/A" {
+			t.Errorf("snapshot entry %d: compile_context %q", i, snap.String(c.CompileContext))
+		}
 	}
 }
