@@ -113,15 +113,6 @@ func (s *Snapshot) Context(e *TraceEntry) EntryContext {
 // Stream returns the stream of e.
 func (s *Snapshot) Stream(e *TraceEntry) int64 { return s.Context(e).Stream }
 
-// Intern returns the ID of c in the snapshot's Contexts table, creating
-// the table when the snapshot has none; for code that builds snapshots.
-func (s *Snapshot) Intern(c EntryContext) ContextID {
-	if s.Contexts == nil {
-		s.Contexts = &Contexts{}
-	}
-	return s.Contexts.Intern(c)
-}
-
 // StrID indexes Snapshot.Strings. 0 is the empty string.
 type StrID uint32
 
