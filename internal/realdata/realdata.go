@@ -40,9 +40,36 @@ func Dir(t testing.TB) string {
 func Files(t testing.TB) []string {
 	t.Helper()
 	dir := Dir(t)
-	entries, err := os.ReadDir(dir)
+	out, err := list(dir)
 	if err != nil {
 		t.Fatalf("reading %s: %v", dir, err)
+	}
+	if len(out) == 0 {
+		t.Skipf("no snapshots in %s", dir)
+	}
+	return out
+}
+
+// FilesIfPresent returns the same files as Files, or nothing when the
+// folder is absent or unreadable, for fuzz targets, which seed their corpus
+// with the real snapshots when there are some and must run without them.
+func FilesIfPresent() []string {
+	dir := os.Getenv("MEMSTAT_REAL_SNAPSHOTS")
+	if dir == "" {
+		if root == "" {
+			return nil
+		}
+		dir = filepath.Join(root, "..", "shared", "testdata", "real")
+	}
+	out, _ := list(dir)
+	return out
+}
+
+// list returns the snapshot files in dir, sorted by name.
+func list(dir string) ([]string, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
 	}
 	var out []string
 	for _, e := range entries {
@@ -52,10 +79,7 @@ func Files(t testing.TB) []string {
 		out = append(out, filepath.Join(dir, e.Name()))
 	}
 	sort.Strings(out)
-	if len(out) == 0 {
-		t.Skipf("no snapshots in %s", dir)
-	}
-	return out
+	return out, nil
 }
 
 // File returns the path of one real snapshot by a unique part of its name.

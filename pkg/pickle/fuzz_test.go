@@ -4,8 +4,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/fnv"
-	"io"
 	"math"
 	"math/rand"
 	"os"
@@ -13,10 +11,12 @@ import (
 	"path/filepath"
 	"reflect"
 	"runtime"
-	"sort"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/memstat/memstat/internal/chunkread"
+	"github.com/memstat/memstat/internal/realdata"
 )
 
 // FuzzDecode decodes arbitrary bytes twice, from memory (Loads) and
@@ -44,7 +44,7 @@ func FuzzDecode(f *testing.F) {
 	for i := range 40 {
 		f.Add(genProgram(r, 16<<(i%6), i%2 == 0))
 	}
-	for _, file := range realSnapshotFiles() {
+	for _, file := range realdata.FilesIfPresent() {
 		data, err := os.ReadFile(file)
 		if err != nil {
 			f.Fatal(err)
@@ -93,7 +93,7 @@ func checkDecode(t *testing.T, data []byte) error {
 	)
 	alloc := allocatedBy(func() {
 		v1, vs1, err1 = Loads(data)
-		d = NewDecoder(newChunkReader(data), nil, nil)
+		d = NewDecoder(chunkread.New(data), nil, nil)
 		v2, err2 = d.Decode()
 	})
 	if limit := 2*allocBytesPerInputByte*uint64(len(data)) + allocSlackBytes; alloc > limit {
@@ -136,55 +136,6 @@ func checkErrorText(t *testing.T, err error) {
 	if !strings.HasPrefix(msg, "pickle: ") {
 		t.Errorf("error does not start with \"pickle: \": %q", msg)
 	}
-}
-
-// chunkReader hands out its data in chunks of 0 to 19 bytes (sizes drawn
-// from a generator seeded by the data), sometimes with io.EOF on the last
-// chunk, the way pipes, gzip readers and network streams do.
-type chunkReader struct {
-	data []byte
-	r    *rand.Rand
-}
-
-func newChunkReader(data []byte) *chunkReader {
-	h := fnv.New64a()
-	h.Write(data)
-	return &chunkReader{data: data, r: rand.New(rand.NewSource(int64(h.Sum64())))}
-}
-
-func (c *chunkReader) Read(p []byte) (int, error) {
-	if len(c.data) == 0 {
-		return 0, io.EOF
-	}
-	n := min(c.r.Intn(20), len(p), len(c.data))
-	copy(p, c.data[:n])
-	c.data = c.data[n:]
-	if len(c.data) == 0 && c.r.Intn(2) == 0 {
-		return n, io.EOF
-	}
-	return n, nil
-}
-
-// realSnapshotFiles lists the real snapshots beside the checkout, or
-// nothing when they are absent. (realdata.Files would skip the whole fuzz
-// target instead; this finds the same folder the same way.)
-func realSnapshotFiles() []string {
-	dir := os.Getenv("MEMSTAT_REAL_SNAPSHOTS")
-	if dir == "" {
-		dir = filepath.Join("..", "..", "..", "shared", "testdata", "real")
-	}
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return nil
-	}
-	var out []string
-	for _, e := range entries {
-		if e.Type().IsRegular() && !strings.HasSuffix(e.Name(), ".tsv") && !strings.HasPrefix(e.Name(), ".") {
-			out = append(out, filepath.Join(dir, e.Name()))
-		}
-	}
-	sort.Strings(out)
-	return out
 }
 
 // TestRandomProgramsAgreeWithCPython decodes random valid pickles (every
@@ -266,7 +217,7 @@ func TestWriteFuzzSeeds(t *testing.T) {
 		write(fmt.Sprintf("program-%02d", i), p)
 		i++
 	}
-	for _, f := range realSnapshotFiles() {
+	for _, f := range realdata.FilesIfPresent() {
 		base := filepath.Base(f)
 		if strings.Contains(base, "nishi951") || strings.Contains(base, "Yiyi") || strings.Contains(base, "drisspg") {
 			data, err := os.ReadFile(f)

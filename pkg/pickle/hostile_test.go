@@ -14,6 +14,9 @@ import (
 	"strings"
 	"testing"
 	"testing/iotest"
+
+	"github.com/memstat/memstat/internal/chunkread"
+	"github.com/memstat/memstat/internal/realdata"
 )
 
 // hostileCase is a crafted input and what decoding it must give: an error
@@ -210,7 +213,7 @@ func decodeBoth(t *testing.T, data []byte, newCompactor func() Compactor) (error
 		vs1 = d.Values()
 	})
 	a2 := allocatedBy(func() {
-		d := NewDecoder(newChunkReader(data), nil, compactorOf(newCompactor))
+		d := NewDecoder(chunkread.New(data), nil, compactorOf(newCompactor))
 		v2, err2 = d.Decode()
 		vs2 = d.Values()
 	})
@@ -591,7 +594,7 @@ func TestMemoryIsLinearInInputSize(t *testing.T) {
 		}
 		inputs = append(inputs, input{fmt.Sprintf("byte soup %d", i), soup})
 	}
-	for _, f := range realSnapshotFiles() {
+	for _, f := range realdata.FilesIfPresent() {
 		data, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)

@@ -5,17 +5,18 @@ import (
 	"compress/gzip"
 	"encoding/binary"
 	"fmt"
-	"hash/fnv"
 	"io"
 	"math"
 	"math/rand"
 	"os"
 	"path/filepath"
 	"runtime"
-	"sort"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/memstat/memstat/internal/chunkread"
+	"github.com/memstat/memstat/internal/realdata"
 )
 
 // FuzzRead reads arbitrary bytes as a snapshot twice, from a bytes.Reader
@@ -42,7 +43,7 @@ func FuzzRead(f *testing.F) {
 	for _, s := range seedSnapshots() {
 		f.Add(s.data)
 	}
-	for _, file := range realSnapshotFiles() {
+	for _, file := range realdata.FilesIfPresent() {
 		data, err := os.ReadFile(file)
 		if err != nil {
 			f.Fatal(err)
@@ -84,7 +85,7 @@ func checkRead(t *testing.T, data []byte) (*Snapshot, error) {
 	var err1, err2 error
 	alloc := allocatedBy(func() {
 		s1, err1 = Read(bytes.NewReader(data), int64(len(data)))
-		s2, err2 = Read(newChunkReader(data), -1)
+		s2, err2 = Read(chunkread.New(data), -1)
 	})
 	n := uint64(len(data))
 	if len(data) > 2 && data[0] == 0x1f && data[1] == 0x8b {
@@ -177,53 +178,6 @@ func modelSummary(t *testing.T, s *Snapshot) string {
 	}
 	fmt.Fprintf(&b, "%+v %+v %q\n", s.Settings, s.Annotations, s.Warnings)
 	return b.String()
-}
-
-// chunkReader hands out its data in chunks of 0 to 19 bytes (sizes drawn
-// from a generator seeded by the data), sometimes with io.EOF on the last.
-type chunkReader struct {
-	data []byte
-	r    *rand.Rand
-}
-
-func newChunkReader(data []byte) *chunkReader {
-	h := fnv.New64a()
-	h.Write(data)
-	return &chunkReader{data: data, r: rand.New(rand.NewSource(int64(h.Sum64())))}
-}
-
-func (c *chunkReader) Read(p []byte) (int, error) {
-	if len(c.data) == 0 {
-		return 0, io.EOF
-	}
-	n := min(c.r.Intn(20), len(p), len(c.data))
-	copy(p, c.data[:n])
-	c.data = c.data[n:]
-	if len(c.data) == 0 && c.r.Intn(2) == 0 {
-		return n, io.EOF
-	}
-	return n, nil
-}
-
-// realSnapshotFiles lists the real snapshots beside the checkout, or
-// nothing when they are absent (realdata.Files would skip the fuzz target).
-func realSnapshotFiles() []string {
-	dir := os.Getenv("MEMSTAT_REAL_SNAPSHOTS")
-	if dir == "" {
-		dir = filepath.Join("..", "..", "..", "shared", "testdata", "real")
-	}
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return nil
-	}
-	var out []string
-	for _, e := range entries {
-		if e.Type().IsRegular() && !strings.HasSuffix(e.Name(), ".tsv") && !strings.HasPrefix(e.Name(), ".") {
-			out = append(out, filepath.Join(dir, e.Name()))
-		}
-	}
-	sort.Strings(out)
-	return out
 }
 
 // Pickle trees for tests. A *ptDict or *ptList written twice is written
@@ -681,7 +635,7 @@ func TestWriteFuzzSeeds(t *testing.T) {
 	for _, s := range seedSnapshots() {
 		write("synth-"+s.name, s.data)
 	}
-	for _, f := range realSnapshotFiles() {
+	for _, f := range realdata.FilesIfPresent() {
 		base := filepath.Base(f)
 		if strings.Contains(base, "nishi951") || strings.Contains(base, "Yiyi") || strings.Contains(base, "Nesta") {
 			data, err := os.ReadFile(f)

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/memstat/memstat/internal/realdata"
 	"github.com/memstat/memstat/pkg/pickle"
 )
 
@@ -243,7 +244,7 @@ func TestReadMemoryIsLinearInInputSize(t *testing.T) {
 			inputs = append(inputs, input{"synthesized " + ver + " JSON", treeJSON(tree)})
 		}
 	}
-	for _, f := range realSnapshotFiles() {
+	for _, f := range realdata.FilesIfPresent() {
 		data, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
