@@ -12,8 +12,20 @@ import (
 )
 
 // What the commands that explain a snapshot's memory (peak, oom, segments,
-// trace, diff) share: the --device and --all-frames flags, the replay of a
-// device with its warnings on stderr, and a device section's title.
+// trace, diff) share: their one argument, the --device and --all-frames
+// flags, the replay of a device with its warnings on stderr, and a device
+// section's title.
+
+// OneSnapshot is the Args check of a command that reads one snapshot;
+// usage ("memstat peak FILE") completes its error.
+func OneSnapshot(usage string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) != 1 {
+			return FlagErrorf("want one snapshot: %s", usage)
+		}
+		return nil
+	}
+}
 
 // AddDeviceFlag registers --device (default -1: every device with data).
 func AddDeviceFlag(cmd *cobra.Command, device *int) {
@@ -38,6 +50,34 @@ func ReplayDevice(errOut io.Writer, file string, s *snapshot.Snapshot, device in
 		fmt.Fprintf(errOut, "memstat: %s: device %d: %s\n", file, device, w)
 	}
 	return rp, nil
+}
+
+// ReplayEach replays each device SelectDevices picks for --device and
+// analyses it with analyse, in device order, and returns the results. An
+// error of analyse is prefixed with the file's name. When no device has
+// data it says so on errOut and returns none: the command still prints its
+// (empty) report.
+func ReplayEach[T any](errOut io.Writer, file string, s *snapshot.Snapshot, device int, analyse func(*analysis.Replayed) (T, error)) ([]T, error) {
+	devices, err := SelectDevices(file, s, device)
+	if err != nil {
+		return nil, err
+	}
+	var out []T
+	for _, d := range devices {
+		rp, err := ReplayDevice(errOut, file, s, d)
+		if err != nil {
+			return nil, err
+		}
+		r, err := analyse(rp)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", file, err)
+		}
+		out = append(out, r)
+	}
+	if len(out) == 0 {
+		fmt.Fprintf(errOut, "memstat: %s: no device has segments or a trace\n", file)
+	}
+	return out, nil
 }
 
 // DeviceTitle is a device section's title: "snap.pickle, device 0

@@ -56,12 +56,7 @@ oom entry, the state at the peak of reserved memory is shown instead.`,
 		Example: `  memstat oom snapshot.pickle
   memstat oom snapshot.pickle --stacks --format markdown
   memstat oom snapshot.pickle --json`,
-		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) != 1 {
-				return command.FlagErrorf("want one snapshot: memstat oom FILE")
-			}
-			return nil
-		},
+		Args: command.OneSnapshot("memstat oom FILE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.File = args[0]
 			format, err := opts.Output.Resolve()
@@ -100,25 +95,13 @@ func runOOM(opts *Options) error {
 	if err != nil {
 		return err
 	}
-	devices, err := command.SelectDevices(opts.File, snap, opts.Device)
+	fr := analysis.NewFrames(snap.Stacks, opts.AllFrames)
+	out, err := command.ReplayEach(opts.IO.ErrOut, opts.File, snap, opts.Device, func(rp *analysis.Replayed) (deviceOOM, error) {
+		rep, err := analysis.ExplainOOMsTop(rp, fr, opts.Top)
+		return deviceOOM{rp, rep}, err
+	})
 	if err != nil {
 		return err
-	}
-	fr := analysis.NewFrames(snap.Stacks, opts.AllFrames)
-	var out []deviceOOM
-	for _, d := range devices {
-		rp, err := command.ReplayDevice(opts.IO.ErrOut, opts.File, snap, d)
-		if err != nil {
-			return err
-		}
-		rep, err := analysis.ExplainOOMsTop(rp, fr, opts.Top)
-		if err != nil {
-			return fmt.Errorf("%s: %w", opts.File, err)
-		}
-		out = append(out, deviceOOM{rp, rep})
-	}
-	if len(out) == 0 {
-		fmt.Fprintf(opts.IO.ErrOut, "memstat: %s: no device has segments or a trace\n", opts.File)
 	}
 	if opts.Format == report.JSON {
 		return report.WriteJSON(opts.IO.Out, jsonOOM(opts, out))

@@ -61,12 +61,7 @@ so that your code comes first; --all-frames shows them.`,
   memstat peak snapshot.pickle --by frame --top 20
   memstat peak snapshot.pickle --stacks --format markdown
   memstat peak snapshot.pickle --json`,
-		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) != 1 {
-				return command.FlagErrorf("want one snapshot: memstat peak FILE")
-			}
-			return nil
-		},
+		Args: command.OneSnapshot("memstat peak FILE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.File = args[0]
 			format, err := opts.Output.Resolve()
@@ -109,30 +104,21 @@ func runPeak(opts *Options) error {
 	if err != nil {
 		return err
 	}
-	devices, err := command.SelectDevices(opts.File, snap, opts.Device)
-	if err != nil {
-		return err
-	}
 	fr := analysis.NewFrames(snap.Stacks, opts.AllFrames)
-	var out []devicePeak
-	for _, d := range devices {
-		rp, err := command.ReplayDevice(opts.IO.ErrOut, opts.File, snap, d)
-		if err != nil {
-			return err
-		}
+	out, err := command.ReplayEach(opts.IO.ErrOut, opts.File, snap, opts.Device, func(rp *analysis.Replayed) (devicePeak, error) {
 		p, err := analysis.FindPeak(rp)
 		if err != nil {
-			return fmt.Errorf("%s: %w", opts.File, err)
+			return devicePeak{}, err
 		}
 		for _, w := range p.Warnings {
-			fmt.Fprintf(opts.IO.ErrOut, "memstat: %s: device %d: %s\n", opts.File, d, w)
+			fmt.Fprintf(opts.IO.ErrOut, "memstat: %s: device %d: %s\n", opts.File, rp.Device, w)
 		}
 		groups := analysis.GroupBlocks(p.Live, opts.by, fr, rp.Phases, p.LiveBytes)
 		top, rest := analysis.TopGroups(groups, opts.Top)
-		out = append(out, devicePeak{rp: rp, peak: p, groups: top, rest: rest})
-	}
-	if len(out) == 0 {
-		fmt.Fprintf(opts.IO.ErrOut, "memstat: %s: no device has segments or a trace\n", opts.File)
+		return devicePeak{rp: rp, peak: p, groups: top, rest: rest}, nil
+	})
+	if err != nil {
+		return err
 	}
 	if opts.Format == report.JSON {
 		return report.WriteJSON(opts.IO.Out, jsonPeak(opts, out))

@@ -59,12 +59,7 @@ the first N segments of the order chosen and sums the rest in one row.`,
 		Example: `  memstat segments snapshot.pickle
   memstat segments snapshot.pickle --sort fragmentation --pool large --min-size 20MiB
   memstat segments snapshot.pickle --at peak --json`,
-		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) != 1 {
-				return command.FlagErrorf("want one snapshot: memstat segments FILE")
-			}
-			return nil
-		},
+		Args: command.OneSnapshot("memstat segments FILE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.File = args[0]
 			if err := opts.resolve(); err != nil {
@@ -167,25 +162,13 @@ func runSegments(opts *Options) error {
 	if err != nil {
 		return err
 	}
-	devices, err := command.SelectDevices(opts.File, snap, opts.Device)
+	fr := analysis.NewFrames(snap.Stacks, false)
+	out, err := command.ReplayEach(opts.IO.ErrOut, opts.File, snap, opts.Device, func(rp *analysis.Replayed) (deviceSegments, error) {
+		m, err := analysis.Segments(rp, fr, opts.at, opts.filter, opts.order)
+		return deviceSegments{rp, m}, err
+	})
 	if err != nil {
 		return err
-	}
-	fr := analysis.NewFrames(snap.Stacks, false)
-	var out []deviceSegments
-	for _, d := range devices {
-		rp, err := command.ReplayDevice(opts.IO.ErrOut, opts.File, snap, d)
-		if err != nil {
-			return err
-		}
-		m, err := analysis.Segments(rp, fr, opts.at, opts.filter, opts.order)
-		if err != nil {
-			return fmt.Errorf("%s: %w", opts.File, err)
-		}
-		out = append(out, deviceSegments{rp, m})
-	}
-	if len(out) == 0 {
-		fmt.Fprintf(opts.IO.ErrOut, "memstat: %s: no device has segments or a trace\n", opts.File)
 	}
 	if opts.Format == report.JSON {
 		return report.WriteJSON(opts.IO.Out, jsonSegments(opts, out))

@@ -59,12 +59,7 @@ right whatever the filter keeps.`,
 		Example: `  memstat trace snapshot.pickle
   memstat trace snapshot.pickle --from +0.5s --to +0.6s --action alloc --min-size 1MiB
   memstat trace snapshot.pickle --addr 0x7f2118400000 --json`,
-		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) != 1 {
-				return command.FlagErrorf("want one snapshot: memstat trace FILE")
-			}
-			return nil
-		},
+		Args: command.OneSnapshot("memstat trace FILE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.File = args[0]
 			if err := opts.resolve(); err != nil {
