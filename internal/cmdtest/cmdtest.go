@@ -62,3 +62,15 @@ func MarkdownTables(t testing.TB, out string) int {
 	}
 	return tables
 }
+
+// Parse runs the command newCmd builds with args as far as its RunE's
+// checks, and returns the options it would have run with (nil when it
+// stopped before) and its error: for tests of flag parsing.
+func Parse[O any](t testing.TB, newCmd func(*command.Factory, func(*O) error) *cobra.Command, args ...string) (*O, error) {
+	t.Helper()
+	var got *O
+	_, _, err := Run(t, func(f *command.Factory) *cobra.Command {
+		return newCmd(f, func(o *O) error { got = o; return nil })
+	}, args...)
+	return got, err
+}

@@ -12,7 +12,6 @@ import (
 	"github.com/memstat/memstat/internal/command"
 	"github.com/memstat/memstat/internal/fixture"
 	"github.com/memstat/memstat/internal/golden"
-	"github.com/memstat/memstat/internal/iostreams"
 	"github.com/memstat/memstat/internal/realdata"
 	"github.com/memstat/memstat/pkg/snapshot"
 )
@@ -194,7 +193,6 @@ func TestGolden(t *testing.T) {
 }
 
 func TestFlags(t *testing.T) {
-	ios, _, _, _ := iostreams.Test()
 	for _, c := range []struct {
 		args    []string
 		wantErr string
@@ -205,13 +203,7 @@ func TestFlags(t *testing.T) {
 		{[]string{"--json", "--format", "markdown", "a.pickle"}, "disagree"},
 		{[]string{}, "want one snapshot"},
 	} {
-		var got *Options
-		cmd := NewCmdOOM(&command.Factory{IO: ios}, func(o *Options) error { got = o; return nil })
-		cmd.SetArgs(c.args)
-		cmd.SetOut(ios.Out)
-		cmd.SetErr(ios.ErrOut)
-		cmd.SilenceUsage, cmd.SilenceErrors = true, true
-		err := cmd.Execute()
+		got, err := cmdtest.Parse(t, NewCmdOOM, c.args...)
 		if c.wantErr != "" {
 			if !cmdtest.IsFlagError(err, c.wantErr) {
 				t.Errorf("%v: error %v, want a flag error saying %q", c.args, err, c.wantErr)

@@ -13,7 +13,6 @@ import (
 	"github.com/memstat/memstat/internal/command"
 	"github.com/memstat/memstat/internal/fixture"
 	"github.com/memstat/memstat/internal/golden"
-	"github.com/memstat/memstat/internal/iostreams"
 	"github.com/memstat/memstat/internal/realdata"
 	"github.com/memstat/memstat/pkg/analysis"
 	"github.com/memstat/memstat/pkg/snapshot"
@@ -218,7 +217,6 @@ func TestGolden(t *testing.T) {
 }
 
 func TestFlags(t *testing.T) {
-	ios, _, _, _ := iostreams.Test()
 	for _, c := range []struct {
 		args    []string
 		wantErr string
@@ -232,13 +230,7 @@ func TestFlags(t *testing.T) {
 		{[]string{"--min-size", "x", "a.pickle"}, "--min-size"},
 		{[]string{}, "want one snapshot"},
 	} {
-		var got *Options
-		cmd := NewCmdTrace(&command.Factory{IO: ios}, func(o *Options) error { got = o; return nil })
-		cmd.SetArgs(c.args)
-		cmd.SetOut(ios.Out)
-		cmd.SetErr(ios.ErrOut)
-		cmd.SilenceUsage, cmd.SilenceErrors = true, true
-		err := cmd.Execute()
+		got, err := cmdtest.Parse(t, NewCmdTrace, c.args...)
 		if c.wantErr != "" {
 			if !cmdtest.IsFlagError(err, c.wantErr) {
 				t.Errorf("%v: error %v, want a flag error saying %q", c.args, err, c.wantErr)
