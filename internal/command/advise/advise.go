@@ -68,12 +68,7 @@ fits (24GiB, 80GB, ...). Candidates run in parallel, --jobs at a time
 		Example: `  memstat advise snapshot.pickle
   memstat advise snapshot.pickle --device-memory 24GiB
   memstat advise snapshot.pickle --json --top 5`,
-		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) != 1 {
-				return command.FlagErrorf("want one snapshot: memstat advise FILE")
-			}
-			return nil
-		},
+		Args: command.OneSnapshot("memstat advise FILE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.File = args[0]
 			if err := opts.resolve(); err != nil {

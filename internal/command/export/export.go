@@ -64,12 +64,7 @@ objects, jsonl one object per line.`,
   memstat export snapshot.pickle --what blocks --format json -o blocks.json
   memstat export snapshot.pickle --format jsonl | duckdb -c "SELECT action, count(*) FROM read_json_auto('/dev/stdin') GROUP BY 1"
   python -c "import pandas as pd; print(pd.read_csv('events.csv').groupby('top_function')['size'].sum())"`,
-		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) != 1 {
-				return command.FlagErrorf("want one snapshot: memstat export FILE")
-			}
-			return nil
-		},
+		Args: command.OneSnapshot("memstat export FILE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.File = args[0]
 			var err error

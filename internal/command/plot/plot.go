@@ -58,12 +58,7 @@ runs). The picture format comes from the -o file name: .svg or .png.`,
 		Example: `  memstat plot snapshot.pickle -o memory.png
   memstat plot snapshot.pickle -o memory.svg --pools
   memstat plot snapshot.pickle -o step.png --from 0.8s --to 1.2s`,
-		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) != 1 {
-				return command.FlagErrorf("want one snapshot: memstat plot FILE -o OUT.svg|OUT.png")
-			}
-			return nil
-		},
+		Args: command.OneSnapshot("memstat plot FILE -o OUT.svg|OUT.png"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.File = args[0]
 			if opts.Output == "" {

@@ -54,12 +54,7 @@ through memstat's allocator model, following the recorded decisions.`,
   go tool pprof -http=:8080 peak.pb.gz
   memstat pprof before.pickle -o before.pb.gz && memstat pprof after.pickle -o after.pb.gz
   go tool pprof -diff_base before.pb.gz after.pb.gz`,
-		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) != 1 {
-				return command.FlagErrorf("want one snapshot: memstat pprof FILE -o OUT.pb.gz")
-			}
-			return nil
-		},
+		Args: command.OneSnapshot("memstat pprof FILE -o OUT.pb.gz"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.File = args[0]
 			if opts.Output == "" {

@@ -70,12 +70,7 @@ decimal ones (KB, MB, GB): 24GiB, 24G, 80GB, 512MiB.`,
   memstat replay snapshot.pickle --alloc-conf expandable_segments:True
   memstat replay snapshot.pickle --device-memory 24GiB --json
   memstat replay snapshot.pickle --alloc-conf max_split_size_mb:128 --torch-version 2.4`,
-		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) != 1 {
-				return command.FlagErrorf("want one snapshot: memstat replay FILE")
-			}
-			return nil
-		},
+		Args: command.OneSnapshot("memstat replay FILE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.File = args[0]
 			if err := opts.resolve(cmd); err != nil {

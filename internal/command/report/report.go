@@ -46,12 +46,7 @@ resource: it opens offline, and can be attached to an issue or a pull
 request as it is.`,
 		Example: `  memstat report snapshot.pickle -o report.html
   memstat report snapshot.pickle -o report.html --device 1`,
-		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) != 1 {
-				return command.FlagErrorf("want one snapshot: memstat report FILE -o OUT.html")
-			}
-			return nil
-		},
+		Args: command.OneSnapshot("memstat report FILE -o OUT.html"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.File = args[0]
 			if opts.Output == "" {
