@@ -39,6 +39,15 @@ type Replayed struct {
 
 // Replay replays one device of a snapshot.
 func Replay(s *snapshot.Snapshot, device int) (*Replayed, error) {
+	return ReplayObserved(s, device, nil, nil)
+}
+
+// ReplayObserved is Replay with two observers of the same single replay,
+// for callers that build more from it (the view's allocation intervals):
+// start, if set, sees the allocator once its state before the first entry
+// is rebuilt; each, if set, is called after every trace entry as
+// allocator.ReplayOptions.OnEvent is.
+func ReplayObserved(s *snapshot.Snapshot, device int, start func(a *allocator.Allocator), each func(i int, e snapshot.TraceEntry, a *allocator.Allocator)) (*Replayed, error) {
 	trace := s.Trace(device)
 	rp := &Replayed{
 		Snap: s, Device: device,
@@ -52,9 +61,15 @@ func Replay(s *snapshot.Snapshot, device int) (*Replayed, error) {
 		st := a.Stats()
 		rp.Allocated[i] = st.AllocatedBytes[allocator.PoolAll].Current
 		rp.Reserved[i] = st.ReservedBytes[allocator.PoolAll].Current
+		if each != nil {
+			each(i, e, a)
+		}
 	}})
 	if err != nil {
 		return nil, fmt.Errorf("device %d: %w", device, err)
+	}
+	if start != nil {
+		start(r.Allocator())
 	}
 	rp.Config = r.Config()
 	st := r.Allocator().Stats()
@@ -171,29 +186,63 @@ func (rp *Replayed) States(indices ...int) ([]*State, error) {
 	order := slices.Clone(indices)
 	slices.Sort(order)
 	order = slices.Compact(order)
-	allocIdx := map[uint64]int{}
-	r, err := allocator.NewReplay(rp.Snap, allocator.ReplayOptions{Device: rp.Device, OnEvent: func(i int, e snapshot.TraceEntry, a *allocator.Allocator) {
-		if e.Action == snapshot.ActionAlloc {
-			allocIdx[e.Addr] = i
-		}
-	}})
-	if err != nil {
-		return nil, fmt.Errorf("device %d: %w", rp.Device, err)
-	}
+	c := rp.NewStateCursor()
 	got := map[int]*State{}
 	for _, i := range order {
-		if i >= 0 {
-			if err := r.RunTo(i); err != nil {
-				return nil, fmt.Errorf("device %d: %w", rp.Device, err)
-			}
+		st, err := c.At(i)
+		if err != nil {
+			return nil, err
 		}
-		got[i] = rp.capture(i, r.Allocator(), allocIdx)
+		got[i] = st
 	}
 	out := make([]*State, len(indices))
 	for k, i := range indices {
 		out[k] = got[i]
 	}
 	return out, nil
+}
+
+// StateCursor captures states at increasing trace entries with one replay,
+// starting over when asked for an earlier entry: stepping through the
+// trace one entry at a time costs one entry each.
+type StateCursor struct {
+	rp       *Replayed
+	r        *allocator.Replay
+	allocIdx map[uint64]int
+}
+
+// NewStateCursor returns a cursor before the first entry.
+func (rp *Replayed) NewStateCursor() *StateCursor { return &StateCursor{rp: rp} }
+
+// Pos is the entry the cursor's state is after (-1 before the first).
+func (c *StateCursor) Pos() int {
+	if c.r == nil {
+		return -1
+	}
+	return c.r.Pos() - 1
+}
+
+// At returns the state after trace entry i (-1: before the first entry).
+func (c *StateCursor) At(i int) (*State, error) {
+	rp := c.rp
+	if c.r == nil || i < c.Pos() {
+		c.allocIdx = map[uint64]int{}
+		r, err := allocator.NewReplay(rp.Snap, allocator.ReplayOptions{Device: rp.Device, OnEvent: func(i int, e snapshot.TraceEntry, a *allocator.Allocator) {
+			if e.Action == snapshot.ActionAlloc {
+				c.allocIdx[e.Addr] = i
+			}
+		}})
+		if err != nil {
+			return nil, fmt.Errorf("device %d: %w", rp.Device, err)
+		}
+		c.r = r
+	}
+	if i >= 0 {
+		if err := c.r.RunTo(i); err != nil {
+			return nil, fmt.Errorf("device %d: %w", rp.Device, err)
+		}
+	}
+	return rp.capture(i, c.r.Allocator(), c.allocIdx), nil
 }
 
 func (rp *Replayed) capture(i int, a *allocator.Allocator, allocIdx map[uint64]int) *State {

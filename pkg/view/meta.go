@@ -1,0 +1,204 @@
+package view
+
+import (
+	"sort"
+
+	"github.com/memstat/memstat/pkg/analysis"
+	"github.com/memstat/memstat/pkg/snapshot"
+)
+
+// Phase is an annotated range on the entry axis: entries From..To, and
+// Lane, the row it is drawn in (0 outermost) so that nested and
+// overlapping ranges never share a row.
+type Phase struct {
+	Name string `json:"name"`
+	From int    `json:"from"`
+	To   int    `json:"to"`
+	Lane int    `json:"lane"`
+}
+
+// Phases places the device's annotated ranges on the entry axis: a range
+// covers the entries recorded between its start and its end.
+func (m *Model) Phases() []Phase {
+	rp := m.Replayed
+	trace := rp.Trace()
+	if len(trace) == 0 || trace[0].TimeUS == 0 {
+		return nil
+	}
+	// The first entry at or after a time; entries of different threads
+	// may be a little out of order, so search a running maximum.
+	run := make([]int64, 0)
+	var hi int64
+	for _, e := range trace {
+		hi = max(hi, e.TimeUS)
+		run = append(run, hi)
+	}
+	at := func(us int64) int { return sort.Search(len(run), func(i int) bool { return run[i] >= us }) }
+	var out []Phase
+	var laneEnd []int
+	for _, p := range rp.Phases {
+		from := 0
+		if p.StartUS != 0 {
+			from = at(p.StartUS)
+		}
+		to := len(trace) - 1
+		if p.EndUS != 0 {
+			to = at(p.EndUS+1) - 1
+		}
+		if to < from {
+			continue // no entry inside
+		}
+		lane := 0
+		for lane < len(laneEnd) && laneEnd[lane] >= from {
+			lane++
+		}
+		if lane == len(laneEnd) {
+			laneEnd = append(laneEnd, 0)
+		}
+		laneEnd[lane] = to
+		out = append(out, Phase{Name: p.Name, From: from, To: to, Lane: lane})
+	}
+	return out
+}
+
+// Marks are the moments worth pointing at.
+type Marks struct {
+	PeakAllocated analysis.Moment `json:"peak_allocated"`
+	PeakReserved  analysis.Moment `json:"peak_reserved"`
+	// PeakAllocation is the largest allocation live at the peak of
+	// allocated memory (-1 when none).
+	PeakAllocation int   `json:"peak_allocation"`
+	OOMs           []OOM `json:"ooms"`
+}
+
+// OOM is one recorded out-of-memory error.
+type OOM struct {
+	Moment     analysis.Moment `json:"moment"`
+	Requested  int64           `json:"requested_bytes"`
+	DeviceFree int64           `json:"device_free_bytes"`
+}
+
+// Marks returns the peaks and OOMs of the device.
+func (m *Model) Marks() Marks {
+	rp := m.Replayed
+	res := rp.Result
+	mk := Marks{
+		PeakAllocated:  rp.MomentAt(res.PeakAllocated.Index),
+		PeakReserved:   rp.MomentAt(res.PeakReserved.Index),
+		PeakAllocation: -1,
+		OOMs:           []OOM{},
+	}
+	if ks := m.Largest(res.PeakAllocated.Index, 1); len(ks) > 0 {
+		mk.PeakAllocation = ks[0]
+	}
+	for i, e := range rp.Trace() {
+		if e.Action == snapshot.ActionOOM {
+			mk.OOMs = append(mk.OOMs, OOM{Moment: rp.MomentAt(i), Requested: e.Size, DeviceFree: e.DeviceFree()})
+		}
+	}
+	return mk
+}
+
+// Event is one trace entry for the event list.
+type Event struct {
+	Index   int     `json:"index"`
+	Action  string  `json:"action"`
+	Address uint64  `json:"address"`
+	Size    int64   `json:"size"`
+	Stream  int64   `json:"stream"`
+	Seconds float64 `json:"seconds"`
+	// Site is the entry's allocation site (the user's frame first).
+	Site string `json:"site,omitempty"`
+	// Allocation is the interval an alloc entry started (-1: none).
+	Allocation int   `json:"allocation"`
+	Allocated  int64 `json:"allocated_bytes"`
+	Reserved   int64 `json:"reserved_bytes"`
+}
+
+// Events lists up to n entries from entry from.
+func (m *Model) Events(from, n int) []Event {
+	rp := m.Replayed
+	trace := rp.Trace()
+	from = max(from, 0)
+	to := min(from+max(n, 0), len(trace))
+	out := make([]Event, 0, max(to-from, 0))
+	first := rp.FirstTimeUS()
+	for i := from; i < to; i++ {
+		e := trace[i]
+		ev := Event{Index: i, Action: e.Action.String(), Address: e.Addr, Size: e.Size, Stream: rp.Snap.Stream(&e),
+			Allocation: -1, Allocated: rp.Allocated[i], Reserved: rp.Reserved[i]}
+		if e.TimeUS != 0 && first != 0 {
+			ev.Seconds = float64(e.TimeUS-first) / 1e6
+		}
+		if e.Stack != snapshot.NoStack {
+			ev.Site = analysis.FrameString(m.Frames.Site(e.Stack))
+		}
+		if k, ok := m.IntervalOf(i); ok {
+			ev.Allocation = k
+		}
+		out = append(out, ev)
+	}
+	return out
+}
+
+// StateBlock is one block of a segment at a moment.
+type StateBlock struct {
+	Address   uint64 `json:"address"`
+	Size      int64  `json:"size"`
+	Requested int64  `json:"requested_size"`
+	State     string `json:"state"`
+	// Allocation is the interval of an allocated or pending block (-1:
+	// none known).
+	Allocation int `json:"allocation"`
+}
+
+// StateSegment is one segment at a moment, its blocks in address order.
+type StateSegment struct {
+	analysis.SegmentInfo
+	Blocks []StateBlock `json:"blocks"`
+}
+
+// State is the allocator state after one entry, as `segments --at N`
+// computes it (segments in address order).
+type State struct {
+	Moment   analysis.Moment      `json:"moment"`
+	Total    analysis.SegmentInfo `json:"total"`
+	Segments []StateSegment       `json:"segments"`
+}
+
+// StateOf shapes a captured state for the view.
+func (m *Model) StateOf(st *analysis.State) *State {
+	infos := analysis.MapSegments(st, m.Frames, analysis.SegmentFilter{}, analysis.SortByAddress)
+	out := &State{Moment: m.Replayed.MomentAt(st.Index), Total: analysis.SumSegments(infos)}
+	out.Moment.Allocated, out.Moment.Reserved = out.Total.Allocated, out.Total.Size
+	for _, si := range infos {
+		seg := StateSegment{SegmentInfo: si}
+		for _, b := range si.Blocks {
+			sb := StateBlock{Address: b.Address, Size: b.Size, Requested: b.RequestedSize, State: b.State.String(), Allocation: -1}
+			if b.State.Active() {
+				if e, ok := st.AllocIndex[b.Address]; ok {
+					if k, ok := m.IntervalOf(e); ok {
+						sb.Allocation = k
+					}
+				} else if k, ok := m.before()[b.Address]; ok {
+					sb.Allocation = k
+				}
+			}
+			seg.Blocks = append(seg.Blocks, sb)
+		}
+		out.Segments = append(out.Segments, seg)
+	}
+	return out
+}
+
+// before maps the address of each block allocated before the trace to its
+// interval (those intervals come first, in Before's order).
+func (m *Model) before() map[uint64]int {
+	if m.beforeIdx == nil {
+		m.beforeIdx = make(map[uint64]int, len(m.Before))
+		for k, b := range m.Before {
+			m.beforeIdx[b.Address] = k
+		}
+	}
+	return m.beforeIdx
+}

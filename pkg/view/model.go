@@ -1,0 +1,265 @@
+// Package view is the level-of-detail model behind `memstat view` and the
+// report's interactive timeline: the allocation intervals of one device's
+// trace (when each block was allocated and freed, from a follow-mode
+// replay), and, for a window of trace entries and a width in pixels, what
+// the screen can show: per pixel column the allocated (min, max) and
+// reserved memory, and the allocations (or groups of them) large enough to
+// be seen as bands, the rest summed into one.
+//
+// The model keeps compact arrays, a few bytes per trace entry and per
+// allocation, and no object per event, so that traces of millions of
+// events stay within the memory of the snapshot itself; each window is
+// computed from those arrays when it is asked for.
+package view
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+
+	"github.com/memstat/memstat/pkg/allocator"
+	"github.com/memstat/memstat/pkg/analysis"
+	"github.com/memstat/memstat/pkg/snapshot"
+)
+
+// Live is the end of an interval still allocated when the trace ends.
+const Live = int32(-1)
+
+// PoolKey is the pool of an allocation: the kind of block pool and the
+// private pool's id (zero for the default pools).
+type PoolKey struct {
+	Kind snapshot.Pool
+	ID   snapshot.PoolID
+}
+
+// String names the pool as reports do ("large", "small", "large, private
+// pool (1, 2)").
+func (p PoolKey) String() string {
+	if p.ID.IsDefault() {
+		return p.Kind.String()
+	}
+	return fmt.Sprintf("%s, private pool (%d, %d)", p.Kind, p.ID[0], p.ID[1])
+}
+
+// Model is one device's trace as allocation intervals.
+type Model struct {
+	Replayed *analysis.Replayed
+	Frames   *analysis.Frames
+
+	// Interval k is allocated after entry Start[k] (-1: before the trace
+	// began) up to, not including, entry End[k] (Live: to the end); Size
+	// is the block's size (what allocated_bytes counts). An interval that
+	// starts during the trace is the alloc entry Entry[k] (its address,
+	// request, stack and stream); Start is earlier than Entry when the
+	// segment events of the same allocator call lead it (they see the
+	// state after it). One allocated before the trace is Before[-Entry-1].
+	Start, End, Entry []int32
+	Size              []int64
+	Pool              []uint16
+	Before            []allocator.BlockInfo
+	Pools             []PoolKey
+
+	// byEntry maps an alloc entry to its interval.
+	byEntry   map[int32]int32
+	groups    map[analysis.GroupBy]*grouping
+	beforeIdx map[uint64]int
+}
+
+// Len is the number of intervals.
+func (m *Model) Len() int { return len(m.Start) }
+
+// Build replays one device in follow mode and collects its intervals.
+func Build(s *snapshot.Snapshot, device int, fr *analysis.Frames) (*Model, error) {
+	trace := s.Trace(device)
+	if len(trace) == 0 {
+		return nil, fmt.Errorf("device %d has no trace: there is no history to show", device)
+	}
+	if len(trace) >= 1<<31-1 {
+		return nil, fmt.Errorf("device %d: %d trace entries are more than the view handles", device, len(trace))
+	}
+	m := &Model{Frames: fr, byEntry: map[int32]int32{}, groups: map[analysis.GroupBy]*grouping{}}
+	pools := map[PoolKey]uint16{}
+	poolOf := func(b allocator.BlockInfo) uint16 {
+		k := PoolKey{Kind: b.Pool, ID: b.PoolID}
+		p, ok := pools[k]
+		if !ok {
+			p = uint16(len(m.Pools))
+			pools[k] = p
+			m.Pools = append(m.Pools, k)
+		}
+		return p
+	}
+	open := map[uint64]int32{}
+	add := func(start, entry int32, b allocator.BlockInfo) {
+		k := int32(len(m.Start))
+		m.Start = append(m.Start, start)
+		m.End = append(m.End, Live)
+		m.Entry = append(m.Entry, entry)
+		m.Size = append(m.Size, b.Size)
+		m.Pool = append(m.Pool, poolOf(b))
+		open[b.Address] = k
+		if entry >= 0 {
+			m.byEntry[entry] = k
+		}
+	}
+	start := func(a *allocator.Allocator) {
+		a.Blocks(func(b allocator.BlockInfo) bool {
+			if b.State == snapshot.ActiveAllocated {
+				m.Before = append(m.Before, b)
+				add(-1, -int32(len(m.Before)), b)
+			}
+			return true
+		})
+	}
+	each := func(i int, e snapshot.TraceEntry, a *allocator.Allocator) {
+		switch e.Action {
+		case snapshot.ActionAlloc:
+			if b, ok := a.BlockAt(e.Addr); ok && b.Address == e.Addr && b.State == snapshot.ActiveAllocated {
+				add(int32(i), int32(i), b)
+			}
+		case snapshot.ActionFreeRequested, snapshot.ActionFree, snapshot.ActionFreeCompleted:
+			// allocated_bytes drops when the program frees the block
+			// (free_requested), not when its stream events complete.
+			if k, ok := open[e.Addr]; ok {
+				m.End[k] = int32(i)
+				delete(open, e.Addr)
+			}
+		}
+	}
+	rp, err := analysis.ReplayObserved(s, device, start, each)
+	if err != nil {
+		return nil, err
+	}
+	m.Replayed = rp
+	// The segment events an allocator call records before its alloc (or
+	// free) see the state after the call, so the interval starts (or
+	// ends) with them. The state before the call differs by the block's
+	// size, so the run of equal figures is exactly the call's.
+	for k, st := range m.Start {
+		if st < 0 {
+			continue
+		}
+		for st > 0 && isSegmentEvent(trace[st-1].Action) && rp.Allocated[st-1] == rp.Allocated[st] {
+			st--
+		}
+		m.Start[k] = st
+		if e := m.End[k]; e > 0 {
+			for e > st && isSegmentEvent(trace[e-1].Action) && rp.Allocated[e-1] == rp.Allocated[e] {
+				e--
+			}
+			m.End[k] = e
+		}
+	}
+	return m, nil
+}
+
+func isSegmentEvent(a snapshot.Action) bool {
+	switch a {
+	case snapshot.ActionSegmentAlloc, snapshot.ActionSegmentMap, snapshot.ActionSegmentFree, snapshot.ActionSegmentUnmap:
+		return true
+	}
+	return false
+}
+
+// Entries is the length of the trace.
+func (m *Model) Entries() int { return len(m.Replayed.Allocated) }
+
+// LiveAt reports whether interval k is allocated after entry i.
+func (m *Model) LiveAt(k int, i int) bool {
+	return int(m.Start[k]) <= i && (m.End[k] == Live || i < int(m.End[k]))
+}
+
+// IntervalOf returns the interval an alloc entry started (false when the
+// entry is no allocation the replay applied).
+func (m *Model) IntervalOf(entry int) (int, bool) {
+	k, ok := m.byEntry[int32(entry)]
+	return int(k), ok
+}
+
+// Allocation describes one interval for people: hover and click details.
+type Allocation struct {
+	ID        int    `json:"id"`
+	Address   uint64 `json:"address"`
+	Size      int64  `json:"size"`
+	Requested int64  `json:"requested_size"`
+	Stream    int64  `json:"stream"`
+	Pool      string `json:"pool"`
+	// AllocIndex is the alloc entry (-1: before the trace); FreeIndex the
+	// entry that freed it (-1: still allocated at the end).
+	AllocIndex int `json:"alloc_index"`
+	FreeIndex  int `json:"free_index"`
+	// AllocSeconds and FreeSeconds are times since the first entry (when
+	// the trace records time_us).
+	AllocSeconds *float64 `json:"alloc_seconds,omitempty"`
+	FreeSeconds  *float64 `json:"free_seconds,omitempty"`
+	// Annotation is the innermost annotated range open when it was
+	// allocated.
+	Annotation string `json:"annotation,omitempty"`
+	// Site is the allocation site (the user's own frame first), Stack
+	// the shown frames, innermost first, Hidden how many were hidden.
+	Site   string   `json:"site"`
+	Stack  []string `json:"stack"`
+	Hidden int      `json:"hidden_frames"`
+}
+
+// Describe returns the details of interval k.
+func (m *Model) Describe(k int) Allocation {
+	rp := m.Replayed
+	trace := rp.Trace()
+	a := Allocation{ID: k, Size: m.Size[k], Pool: m.Pools[m.Pool[k]].String(), AllocIndex: -1, FreeIndex: int(m.End[k])}
+	var stack snapshot.StackID
+	first := rp.FirstTimeUS()
+	secs := func(us int64) *float64 {
+		if us == 0 || first == 0 {
+			return nil
+		}
+		v := float64(us-first) / 1e6
+		return &v
+	}
+	if e := m.Entry[k]; e >= 0 {
+		te := trace[e]
+		a.Address, a.Requested, a.Stream, stack = te.Addr, te.Size, rp.Snap.Stream(&te), te.Stack
+		a.AllocIndex = int(e)
+		a.AllocSeconds = secs(te.TimeUS)
+		a.Annotation = rp.Phases.At(te.TimeUS)
+	} else {
+		b := m.Before[-e-1]
+		a.Address, a.Requested, a.Stream, stack = b.Address, b.RequestedSize, b.Stream, b.Stack
+	}
+	if a.FreeIndex >= 0 {
+		a.FreeSeconds = secs(trace[a.FreeIndex].TimeUS)
+	}
+	site := m.Frames.Site(stack)
+	a.Site = analysis.FrameString(site)
+	shown, hidden := m.Frames.Shown(stack)
+	for _, f := range shown {
+		a.Stack = append(a.Stack, analysis.FrameString(f))
+	}
+	a.Hidden = hidden
+	return a
+}
+
+// AllocatedAt sums the intervals live after entry i: the test of the
+// model against the replay's allocated_bytes (O(intervals)).
+func (m *Model) AllocatedAt(i int) int64 {
+	var sum int64
+	for k := range m.Start {
+		if m.LiveAt(k, i) {
+			sum += m.Size[k]
+		}
+	}
+	return sum
+}
+
+// Largest returns the n largest intervals live after entry i, largest
+// first (ties: earliest allocated first).
+func (m *Model) Largest(i, n int) []int {
+	var out []int
+	for k := range m.Start {
+		if m.LiveAt(k, i) {
+			out = append(out, k)
+		}
+	}
+	slices.SortStableFunc(out, func(x, y int) int { return cmp.Compare(m.Size[y], m.Size[x]) })
+	return out[:min(n, len(out))]
+}

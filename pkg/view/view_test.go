@@ -1,0 +1,222 @@
+package view
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/memstat/memstat/internal/fixture"
+	"github.com/memstat/memstat/internal/realdata"
+	"github.com/memstat/memstat/internal/testsnap"
+	"github.com/memstat/memstat/pkg/analysis"
+	"github.com/memstat/memstat/pkg/snapshot"
+)
+
+func build(t *testing.T, s *snapshot.Snapshot, device int) *Model {
+	t.Helper()
+	m, err := Build(s, device, analysis.NewFrames(s.Stacks, false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// checkIntervals: the intervals live after every entry add up to the
+// replay's allocated_bytes.all.current (every entry when the trace is
+// short, a spread of 400 otherwise).
+func checkIntervals(t *testing.T, m *Model) {
+	t.Helper()
+	n := m.Entries()
+	step := max(1, n/400)
+	bad := 0
+	for i := 0; i < n; i += step {
+		if got, want := m.AllocatedAt(i), m.Replayed.Allocated[i]; got != want && bad < 5 {
+			bad++
+			t.Errorf("after entry %d (%s): the intervals add up to %d, allocated is %d", i, m.Replayed.Trace()[i].Action, got, want)
+		}
+	}
+}
+
+// checkWindow: at every column the bands and the rest add up to the
+// allocated memory at the column's sample, which is the column's highest.
+func checkWindow(t *testing.T, m *Model, req Request) *Window {
+	t.Helper()
+	w, err := m.Window(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(w.Bands) > req.Top {
+		t.Errorf("%d bands, asked for %d", len(w.Bands), req.Top)
+	}
+	rp := m.Replayed
+	for c := range w.Sample {
+		var sum int64
+		for i := range w.Bands {
+			sum += w.Bands[i].At(c)
+		}
+		if w.Other[c] < 0 {
+			t.Errorf("%v column %d: negative rest %d", req.By, c, w.Other[c])
+		}
+		if want := rp.Allocated[w.Sample[c]]; sum+w.Other[c] != want || w.Allocated[c] != want {
+			t.Fatalf("%v column %d (entry %d): bands %d + rest %d != allocated %d", req.By, c, w.Sample[c], sum, w.Other[c], want)
+		}
+		hi := w.To
+		if c+1 < len(w.First) {
+			hi = w.First[c+1] - 1
+		}
+		for i := w.First[c]; i <= hi; i++ {
+			if a := rp.Allocated[i]; a > w.AllocMax[c] || a < w.AllocMin[c] || rp.Reserved[i] > w.ReservedMax[c] {
+				t.Fatalf("column %d: entry %d's figures outside the column's bounds", c, i)
+			}
+		}
+	}
+	return w
+}
+
+func TestFixture(t *testing.T) {
+	fx := testsnap.Build(t)
+	m := build(t, fx.Snapshot, 0)
+	checkIntervals(t, m)
+	n := m.Entries()
+	for _, by := range []string{"allocation", "stack", "frame", "file", "annotation", "pool"} {
+		g, err := ParseGroupBy(by)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, width := range []int{1, 7, 50, 5000} {
+			checkWindow(t, m, Request{To: -1, Width: width, By: g, Top: 3})
+		}
+		checkWindow(t, m, Request{From: n / 3, To: n / 2, Width: 9, By: g, Top: 100})
+	}
+	// The peak: the spike is the largest allocation live then, and
+	// describing it gives its stack, the user's frames first.
+	mk := m.Marks()
+	if mk.PeakAllocated.Index != fx.PeakIndex || mk.PeakAllocated.Allocated != testsnap.PeakAllocated {
+		t.Errorf("peak %+v, want entry %d at %d", mk.PeakAllocated, fx.PeakIndex, testsnap.PeakAllocated)
+	}
+	if len(mk.OOMs) != 1 || mk.OOMs[0].Moment.Index != fx.OOMIndex {
+		t.Errorf("OOMs %+v, want one at entry %d", mk.OOMs, fx.OOMIndex)
+	}
+	d := m.Describe(mk.PeakAllocation)
+	if d.Size != testsnap.Spike || d.Site != "model.py:50 attention" || len(d.Stack) == 0 || !strings.Contains(d.Stack[0], "model.py:50") || d.Annotation != "step" {
+		t.Errorf("the peak allocation: %+v", d)
+	}
+	// A window one column per entry around the peak shows the spike as a
+	// band of its own.
+	w := checkWindow(t, m, Request{From: fx.PeakIndex - 2, To: fx.PeakIndex + 2, Width: 100, By: ByAllocation, Top: 2})
+	found := false
+	for _, b := range w.Bands {
+		found = found || b.ID == mk.PeakAllocation
+	}
+	if !found || len(w.Sample) != 5 {
+		t.Errorf("the spike is not a band of the window around the peak: %+v", w.Bands)
+	}
+	// Annotations: the sweep agrees with Phases.At.
+	anns := m.annotations()
+	trace := m.Replayed.Trace()
+	for k, e := range m.Entry {
+		if e >= 0 && anns[k] != m.Replayed.Phases.At(trace[e].TimeUS) {
+			t.Errorf("interval %d: annotation %q, Phases.At says %q", k, anns[k], m.Replayed.Phases.At(trace[e].TimeUS))
+		}
+	}
+	if ph := m.Phases(); len(ph) != testsnap.Steps {
+		t.Errorf("phases %+v, want %d steps", ph, testsnap.Steps)
+	}
+}
+
+// checkStates: the state at entry N is the one `segments --at N`
+// computes, block for block, for entries stepped forward and back.
+func checkStates(t *testing.T, m *Model, at []int) {
+	t.Helper()
+	cur := m.Replayed.NewStateCursor()
+	for _, i := range at {
+		st, err := cur.At(i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := m.StateOf(st)
+		want, err := analysis.Segments(m.Replayed, m.Frames, i, analysis.SegmentFilter{}, analysis.SortByAddress)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Moment != want.Moment || got.Total.Size != want.Total.Size || got.Total.Allocated != want.Total.Allocated || len(got.Segments) != len(want.Segments) {
+			t.Fatalf("entry %d: moment %+v total %d/%d in %d segments; segments --at says %+v %d/%d in %d", i,
+				got.Moment, got.Total.Allocated, got.Total.Size, len(got.Segments), want.Moment, want.Total.Allocated, want.Total.Size, len(want.Segments))
+		}
+		for s := range want.Segments {
+			ws, gs := want.Segments[s], got.Segments[s]
+			if ws.Address != gs.Address || ws.Size != gs.Size || len(ws.Blocks) != len(gs.Blocks) {
+				t.Fatalf("entry %d segment %d differs", i, s)
+			}
+			for b := range ws.Blocks {
+				wb, gb := ws.Blocks[b], gs.Blocks[b]
+				if wb.Address != gb.Address || wb.Size != gb.Size || wb.State.String() != gb.State {
+					t.Fatalf("entry %d segment %#x block %d: %+v, segments --at has %+v", i, ws.Address, b, gb, wb)
+				}
+				// An allocated block names the interval live then.
+				if gb.State == "active_allocated" && (gb.Allocation < 0 || !m.LiveAt(gb.Allocation, i) || m.Size[gb.Allocation] != gb.Size) {
+					t.Fatalf("entry %d block %#x: allocation %d is not live then", i, gb.Address, gb.Allocation)
+				}
+			}
+		}
+	}
+}
+
+func TestStatesMatchSegments(t *testing.T) {
+	fx := testsnap.Build(t)
+	m := build(t, fx.Snapshot, 0)
+	n := m.Entries()
+	checkStates(t, m, []int{fx.PeakIndex, fx.PeakIndex + 1, fx.PeakIndex + 2, 0, n / 2, n - 1, 3})
+}
+
+func TestRecorded(t *testing.T) {
+	path, _ := fixture.Expandable(t)
+	s, err := snapshot.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := build(t, s, 0)
+	checkIntervals(t, m)
+	n := m.Entries()
+	for _, by := range []string{"allocation", "stack", "annotation", "pool"} {
+		g, _ := ParseGroupBy(by)
+		checkWindow(t, m, Request{To: -1, Width: 300, By: g, Top: 20})
+	}
+	checkStates(t, m, []int{n / 4, n / 4, n/4 + 1, n / 2, 1, n - 1})
+}
+
+func TestRealSnapshots(t *testing.T) {
+	files := realdata.Files(t)
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			s, err := snapshot.Load(f)
+			if err != nil {
+				t.Skipf("unreadable: %v", err)
+			}
+			for d := range s.Traces {
+				if len(s.Trace(d)) == 0 {
+					continue
+				}
+				m := build(t, s, d)
+				checkIntervals(t, m)
+				for _, by := range []string{"allocation", "stack"} {
+					g, _ := ParseGroupBy(by)
+					checkWindow(t, m, Request{To: -1, Width: 500, By: g, Top: 50})
+				}
+				n := m.Entries()
+				checkStates(t, m, []int{n / 3, min(n/3+1, n-1), m.Replayed.Result.PeakAllocated.Index})
+			}
+		})
+	}
+}
+
+func TestParseGroupBy(t *testing.T) {
+	for _, s := range []string{"", "allocation", "stack", "frame", "file", "annotation", "pool"} {
+		if _, err := ParseGroupBy(s); err != nil {
+			t.Errorf("%q: %v", s, err)
+		}
+	}
+	if _, err := ParseGroupBy("colour"); err == nil || !strings.Contains(err.Error(), "pool") {
+		t.Errorf("colour: %v", err)
+	}
+}
