@@ -89,6 +89,22 @@ type Allocator struct {
 	// steady state allocates nothing.
 	spare  []*block
 	forced int64
+
+	// pools is graph_pools, sorted by id; a freeable pool is also
+	// graph_pools_freeable.
+	pools []*privatePool
+	// captures is captures_underway, oldest first.
+	captures []capture
+	// deferred holds blocks freed during a capture whose stream events
+	// wait until no capture is underway.
+	deferred []*block
+	// routed makes getPool return route's sets (the default ones when
+	// route is nil) whatever the captures say: a replay driver's choice
+	// of the pool the recording shows.
+	routed bool
+	route  *privatePool
+	// privateReserved and privateAllocated total the private pools.
+	privateReserved, privateAllocated Stat
 }
 
 // streamQueue is one stream's FIFO of outstanding events (cuda_events).
@@ -151,7 +167,15 @@ func (a *Allocator) MemoryStats() []KeyValue { return a.stats.memoryStats(a.v) }
 
 // ResetPeakStats is torch.cuda.reset_peak_memory_stats: every peak becomes
 // the current value.
-func (a *Allocator) ResetPeakStats() { a.stats.resetPeak() }
+func (a *Allocator) ResetPeakStats() {
+	a.stats.resetPeak()
+	a.privateReserved.Peak = a.privateReserved.Current
+	a.privateAllocated.Peak = a.privateAllocated.Current
+	for _, pp := range a.pools {
+		pp.reserved.Peak = pp.reserved.Current
+		pp.allocated.Peak = pp.allocated.Current
+	}
+}
 
 // ResetAccumulatedStats is torch.cuda.reset_accumulated_memory_stats: the
 // allocated/freed totals and the event counters go back to zero.
@@ -223,6 +247,14 @@ func (a *Allocator) gcEnabled() bool {
 	return a.fractionSet && a.cfg.GarbageCollectionThreshold > 0
 }
 
+// expandableFor is is_expandable_segments_active for a request to pool:
+// the option is on and, before 2.4, the pool is not private (alloc_block
+// of 2.1-2.3 cudaMallocs for private pools: "checkpointing logic for
+// private pools doesn't support the expandable_segments_ structure yet").
+func (a *Allocator) expandableFor(pool *blockPool) bool {
+	return a.cfg.ExpandableSegments && a.v.hasExpandableSegments() && (pool.owner == nil || a.v.privatePoolsExpandable())
+}
+
 func (a *Allocator) poolFor(size int64) *blockPool {
 	if size <= SmallSize {
 		return &a.small
@@ -279,8 +311,17 @@ func (a *Allocator) Malloc(size int64, stream int64, stack snapshot.StackID) (ui
 		return 0, nil
 	}
 	ctx := a.context(ContextState, stack)
-	if a.nEvents > 0 {
-		a.processEvents(ctx)
+	if len(a.captures) == 0 {
+		// process_events queries CUDA events, illegal during a capture:
+		// malloc skips it while any capture is underway.
+		if len(a.deferred) > 0 {
+			a.insertDeferredEvents()
+		}
+		if a.nEvents > 0 {
+			a.processEvents(ctx)
+		}
+	} else if a.cfg.GraphCaptureRecordStreamReuse && len(a.deferred) > 0 {
+		a.freeSafeBlocksInCapture(stream, ctx)
 	}
 	b, err := a.malloc(size, stream, ctx)
 	if err != nil {
@@ -303,12 +344,13 @@ type allocParams struct {
 
 func (a *Allocator) malloc(orig int64, stream int64, ctx snapshot.StackID) (*block, error) {
 	size := roundSize(orig, &a.cfg.RoundupPower2Divisions, a.v)
+	pool := a.getPool(size, stream)
 	p := allocParams{
 		size:       size,
 		allocSize:  AllocationSize(size),
 		stream:     stream,
-		pool:       a.poolFor(size),
-		expandable: a.cfg.ExpandableSegments && a.v.hasExpandableSegments(),
+		pool:       pool,
+		expandable: a.expandableFor(pool),
 	}
 	if !a.getFreeBlock(&p) {
 		found, err := a.allocateWithFallbacks(&p, ctx)
@@ -342,6 +384,11 @@ func (a *Allocator) allocateWithFallbacks(p *allocParams, ctx snapshot.StackID) 
 		if ok, err := a.allocBlock(p, false, ctx); ok || err != nil {
 			return ok, err
 		}
+	}
+	if len(a.captures) > 0 {
+		// No synchronizing release during a capture (malloc's
+		// captures_underway check): the request fails here.
+		return false, nil
 	}
 	a.releaseCachedBlocks(ctx)
 	return a.allocBlock(p, true, ctx)
@@ -442,6 +489,7 @@ func (a *Allocator) createSegment(addr uint64, size, stream int64, pool *blockPo
 	pi := pool.statIndex()
 	a.stats.Segment.increase(pi, 1)
 	a.stats.ReservedBytes.increase(pi, size)
+	a.noteReserved(pool, size, 1)
 	if uint64(size) >= a.cfg.MaxSplitSize {
 		a.stats.OversizeSegments.increase(1)
 	}
@@ -506,6 +554,7 @@ func (a *Allocator) allocFoundBlock(p *allocParams, orig int64, ctx snapshot.Sta
 	a.stats.Active.increase(pi, 1)
 	a.stats.ActiveBytes.increase(pi, b.size)
 	a.stats.RequestedBytes.increase(pi, orig)
+	a.noteAllocated(b.pool, b.size)
 	if uint64(b.size) >= a.cfg.MaxSplitSize {
 		a.stats.OversizeAllocations.increase(1)
 	}
@@ -531,13 +580,17 @@ func (a *Allocator) free(b *block, ctx snapshot.StackID) {
 	pi := b.pool.statIndex()
 	a.stats.Allocation.decrease(pi, 1)
 	a.stats.AllocatedBytes.decrease(pi, b.size)
+	a.noteAllocated(b.pool, -b.size)
 	a.record(snapshot.ActionFreeRequested, b.addr, b.requested, b.stream, orStack(ctx, b.stack))
 	if uint64(b.size) >= a.cfg.MaxSplitSize {
 		a.stats.OversizeAllocations.decrease(1)
 	}
-	if len(b.streamUses) > 0 {
+	switch {
+	case len(b.streamUses) > 0 && len(a.captures) > 0 && !slices.Contains(b.streamUses, heldStream):
+		a.deferUntilNoCapture(b)
+	case len(b.streamUses) > 0:
 		a.insertEvents(b)
-	} else {
+	default:
 		a.freeBlock(b, ctx)
 	}
 }

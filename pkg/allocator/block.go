@@ -68,6 +68,9 @@ func (b *block) state() snapshot.BlockState {
 type blockPool struct {
 	small bool
 	id    snapshot.PoolID
+	// owner is the private pool this set belongs to (owner_PrivatePool);
+	// nil for the default pools.
+	owner *privatePool
 	// blocks holds the free, mapped blocks ordered by (stream, size, addr).
 	blocks btree
 	// unmapped holds the unmapped blocks of expandable segments ordered by

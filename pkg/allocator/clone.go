@@ -20,11 +20,34 @@ func (a *Allocator) clone() *Allocator {
 	c.dev = &dev
 	c.small = blockPool{small: a.small.small, id: a.small.id, freeCalls: a.small.freeCalls}
 	c.large = blockPool{small: a.large.small, id: a.large.id, freeCalls: a.large.freeCalls}
+	// Private pools: new objects, their sets filled below.
+	c.pools = make([]*privatePool, len(a.pools))
+	ppCopy := make(map[*privatePool]*privatePool, len(a.pools))
+	for i, pp := range a.pools {
+		np := &privatePool{}
+		*np = *pp
+		np.small = blockPool{small: true, id: pp.id, owner: np, freeCalls: pp.small.freeCalls}
+		np.large = blockPool{id: pp.id, owner: np, freeCalls: pp.large.freeCalls}
+		c.pools[i] = np
+		ppCopy[pp] = np
+	}
+	c.captures = slices.Clone(a.captures)
+	for i := range c.captures {
+		c.captures[i].pool = ppCopy[c.captures[i].pool]
+	}
+	if a.route != nil {
+		c.route = ppCopy[a.route]
+	}
 	pools := func(p *blockPool) *blockPool {
-		if p == &a.small {
+		switch {
+		case p == &a.small:
 			return &c.small
+		case p == &a.large:
+			return &c.large
+		case p.small:
+			return &ppCopy[p.owner].small
 		}
-		return &c.large
+		return &ppCopy[p.owner].large
 	}
 	c.regions = make(regions, len(a.regions))
 	for i, r := range a.regions {
@@ -63,6 +86,13 @@ func (a *Allocator) clone() *Allocator {
 	c.small.unmapped = a.small.unmapped.cloneWith()
 	c.large.blocks = a.large.blocks.cloneWith()
 	c.large.unmapped = a.large.unmapped.cloneWith()
+	for i, pp := range a.pools {
+		np := c.pools[i]
+		np.small.blocks = pp.small.blocks.cloneWith()
+		np.small.unmapped = pp.small.unmapped.cloneWith()
+		np.large.blocks = pp.large.blocks.cloneWith()
+		np.large.unmapped = pp.large.unmapped.cloneWith()
+	}
 	c.allocated = a.allocated.cloneWith()
 	c.pending = a.pending.cloneWith()
 	c.streams = make([]*streamQueue, len(a.streams))
@@ -72,6 +102,10 @@ func (a *Allocator) clone() *Allocator {
 			nq.events[j] = event{b: e.b.copy, seq: e.seq}
 		}
 		c.streams[i] = nq
+	}
+	c.deferred = make([]*block, len(a.deferred))
+	for i, b := range a.deferred {
+		c.deferred[i] = b.copy
 	}
 	c.hist.ring.buf = slices.Clone(a.hist.ring.buf)
 	c.hist.contexts = *a.hist.contexts.Clone()
@@ -130,8 +164,11 @@ func (a *Allocator) predictMalloc(size, stream int64) (out mallocOutcome, addr u
 	if size <= 0 || size >= OneEiB || a.gcEnabled() || a.nEvents > 0 && a.hasCompletedEvents() {
 		return outcomeUnknown, 0, 0
 	}
+	if len(a.captures) > 0 || len(a.deferred) > 0 {
+		return outcomeUnknown, 0, 0
+	}
 	rounded := roundSize(size, &a.cfg.RoundupPower2Divisions, a.v)
-	pool := a.poolFor(rounded)
+	pool := a.getPool(rounded, stream)
 	allocSize = AllocationSize(rounded)
 	it, ok := pool.blocks.lowerBound(freeKey{stream, rounded, 0})
 	if ok && it.k.stream == stream {
@@ -147,7 +184,7 @@ func (a *Allocator) predictMalloc(size, stream int64) (out mallocOutcome, addr u
 			return outcomeCacheHit, b.addr, allocSize
 		}
 	}
-	if a.cfg.ExpandableSegments && a.v.hasExpandableSegments() {
+	if a.expandableFor(pool) {
 		return outcomeUnknown, 0, 0
 	}
 	if a.fractionSet && a.dev.obtained+allocSize > a.allowedMax || !a.dev.fits(allocSize) {

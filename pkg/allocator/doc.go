@@ -36,8 +36,13 @@
 // from a recording (the Force* methods, FreeDeferred, CompletePendingFree).
 // These live in replay.go, apart from the faithful decision path.
 //
-// Not simulated: CUDA-graph and MemPool private pools (blocks and segments
-// carry a pool id so they can be added), the cudaMallocAsync backend, IPC,
+// Private pools (CUDA-graph capture, torch.cuda.MemPool) are simulated in
+// pools.go: BeginAllocateToPool / EndAllocateToPool / ReleasePool, their
+// own block sets, empty_cache's freeable pools, and per-pool figures
+// (PoolUsages, PrivatePoolStats). The captured graph's topology is not
+// (graph_capture_record_stream_reuse assumes joined streams).
+//
+// Not simulated: the cudaMallocAsync backend, IPC,
 // NVML process information in OOM messages, and the timing effects of
 // release_lock_on_cudamalloc.
 package allocator

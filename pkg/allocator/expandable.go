@@ -121,6 +121,7 @@ func (a *Allocator) mapBlock(b *block, size int64, ctx snapshot.StackID, checkCa
 	a.dev.obtained += n
 	r.mappedBytes += n
 	a.stats.ReservedBytes.increase(pool.statIndex(), n)
+	a.noteReserved(pool, n, 1)
 	a.stats.NumDeviceAlloc++
 	a.record(snapshot.ActionSegmentMap, mappedAt, n, b.stream, ctx)
 	if b.prev == nil && b.segStack == snapshot.NoStack {
@@ -174,6 +175,7 @@ func (a *Allocator) unmapBlock(b *block, ctx snapshot.StackID) {
 	a.dev.obtained -= n
 	r.mappedBytes -= n
 	a.stats.ReservedBytes.decrease(pool.statIndex(), n)
+	a.noteReserved(pool, -n, -1)
 	a.stats.NumDeviceFree++
 	a.record(snapshot.ActionSegmentUnmap, at, n, b.stream, orStack(ctx, b.segStack))
 }

@@ -2,6 +2,7 @@ package allocator
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/memstat/memstat/pkg/snapshot"
 )
@@ -188,7 +189,7 @@ func (a *Allocator) CheckInvariants() error {
 					if uint64(b.size) >= a.cfg.MaxSplitSize {
 						want.OversizeAllocations.increase(1)
 					}
-				} else if a.pending.get(b.addr) != b {
+				} else if a.pending.get(b.addr) != b && !slices.Contains(a.deferred, b) {
 					return fmt.Errorf("block %#x: pending but not in the pending map", b.addr)
 				}
 			}
@@ -209,16 +210,27 @@ func (a *Allocator) CheckInvariants() error {
 	if obtained != a.dev.obtained {
 		return fmt.Errorf("device obtained %d, segments and mapped pages add up to %d", a.dev.obtained, obtained)
 	}
-	for _, set := range []struct {
+	type freeSet struct {
 		name string
 		t    *btree
 		key  func(*block) freeKey
-	}{
-		{"small free", &a.small.blocks, (*block).key},
-		{"large free", &a.large.blocks, (*block).key},
-		{"small unmapped", &a.small.unmapped, (*block).unmappedKey},
-		{"large unmapped", &a.large.unmapped, (*block).unmappedKey},
-	} {
+		free bool
+	}
+	sets := []freeSet{
+		{"small free", &a.small.blocks, (*block).key, true},
+		{"large free", &a.large.blocks, (*block).key, true},
+		{"small unmapped", &a.small.unmapped, (*block).unmappedKey, false},
+		{"large unmapped", &a.large.unmapped, (*block).unmappedKey, false},
+	}
+	for _, pp := range a.pools {
+		name := fmt.Sprintf("pool (%d, %d) ", pp.id[0], pp.id[1])
+		sets = append(sets,
+			freeSet{name + "small free", &pp.small.blocks, (*block).key, true},
+			freeSet{name + "large free", &pp.large.blocks, (*block).key, true},
+			freeSet{name + "small unmapped", &pp.small.unmapped, (*block).unmappedKey, false},
+			freeSet{name + "large unmapped", &pp.large.unmapped, (*block).unmappedKey, false})
+	}
+	for _, set := range sets {
 		if err := set.t.check(); err != nil {
 			return fmt.Errorf("%s set: %w", set.name, err)
 		}
@@ -227,7 +239,7 @@ func (a *Allocator) CheckInvariants() error {
 			switch {
 			case it.k != set.key(it.b):
 				err = fmt.Errorf("%s set: stale key for block %#x", set.name, it.b.addr)
-			case set.t == &a.small.blocks || set.t == &a.large.blocks:
+			case set.free:
 				if !freeMapped[it.b] {
 					err = fmt.Errorf("%s set: block %#x is not a free mapped block", set.name, it.b.addr)
 				}
@@ -246,6 +258,9 @@ func (a *Allocator) CheckInvariants() error {
 	}
 	if len(freeMapped) > 0 || len(unmapped) > 0 {
 		return fmt.Errorf("%d free and %d unmapped blocks missing from the free sets", len(freeMapped), len(unmapped))
+	}
+	if err := a.checkPools(); err != nil {
+		return err
 	}
 	got := &a.stats
 	for i, pair := range [][2]*StatArray{
@@ -295,6 +310,34 @@ func (a *Allocator) checkEvents() error {
 	for b, k := range perBlock {
 		if a.pending.get(b.addr) != b || b.eventCount != k || b.allocated {
 			return fmt.Errorf("pending block %#x: %d events queued, count %d", b.addr, k, b.eventCount)
+		}
+	}
+	return nil
+}
+
+// checkPools verifies the private pools' own figures against a recount of
+// their blocks, and that every block sits in its region's pool.
+func (a *Allocator) checkPools() error {
+	var res, alloc int64
+	for _, u := range a.PoolUsages()[1:] {
+		pp := a.poolByID(u.ID)
+		if pp.reserved.Current != u.Reserved || pp.allocated.Current != u.Allocated {
+			return fmt.Errorf("pool (%d, %d): reserved %d allocated %d, recount %d and %d", u.ID[0], u.ID[1], pp.reserved.Current, pp.allocated.Current, u.Reserved, u.Allocated)
+		}
+		res += u.Reserved
+		alloc += u.Allocated
+	}
+	if a.privateReserved.Current != res || a.privateAllocated.Current != alloc {
+		return fmt.Errorf("private pools: reserved %d allocated %d, recount %d and %d", a.privateReserved.Current, a.privateAllocated.Current, res, alloc)
+	}
+	for _, r := range a.regions {
+		for b := r.head; b != nil; b = b.next {
+			if b.pool != r.pool {
+				return fmt.Errorf("block %#x: in another pool than its segment", b.addr)
+			}
+		}
+		if o := r.pool.owner; o != nil && a.poolByID(o.id) != o {
+			return fmt.Errorf("segment %#x: its pool (%d, %d) is gone", r.base, o.id[0], o.id[1])
 		}
 	}
 	return nil

@@ -23,7 +23,8 @@ type OOMError struct {
 	Allocated int64
 	Reserved  int64
 	// PrivatePools is the free memory cached in CUDA-graph / MemPool
-	// private pools (always 0 here: private pools are not simulated).
+	// private pools (what malloc's message calls "allocated in private
+	// pools": the sizes of their free blocks).
 	PrivatePools int64
 	// FractionSet and AllowedMax report set_per_process_memory_fraction.
 	FractionSet bool

@@ -28,17 +28,23 @@ func expandableAssert() error {
 
 // EmptyCache is torch.cuda.empty_cache(): wait for every outstanding event,
 // then return every fully free segment (and every free page of expandable
-// segments) to the device.
+// segments) of the default pools and of the freeable private pools to the
+// device. A private pool still used by a graph or MemPool keeps its
+// segments.
 func (a *Allocator) EmptyCache(stack snapshot.StackID) {
 	a.releaseCachedBlocks(a.context(ContextAll, stack))
 }
 
 // releaseCachedBlocks is release_cached_blocks: synchronize, then release
-// the large pool, then the small pool.
+// the large pool, then the small pool, then the freeable private pools
+// (2.9: the default pools only when no capture is underway).
 func (a *Allocator) releaseCachedBlocks(ctx snapshot.StackID) {
-	a.synchronizeAndFreeEvents(ctx)
-	a.releaseBlocks(&a.large, ctx)
-	a.releaseBlocks(&a.small, ctx)
+	if len(a.captures) == 0 || !a.v.capturesGuardEmptyCache() {
+		a.synchronizeAndFreeEvents(ctx)
+		a.releaseBlocks(&a.large, ctx)
+		a.releaseBlocks(&a.small, ctx)
+	}
+	a.releaseFreeablePools(ctx)
 }
 
 // releaseBlocks walks the pool in (stream, size, address) order: whole free
@@ -70,6 +76,7 @@ func (a *Allocator) releaseBlock(b *block, ctx snapshot.StackID) {
 	pi := b.pool.statIndex()
 	a.stats.Segment.decrease(pi, 1)
 	a.stats.ReservedBytes.decrease(pi, b.size)
+	a.noteReserved(b.pool, -b.size, -1)
 	if uint64(b.size) >= a.cfg.MaxSplitSize {
 		a.stats.OversizeSegments.decrease(1)
 	}
@@ -195,5 +202,6 @@ func (a *Allocator) outOfMemory(p *allocParams, orig int64, ctx snapshot.StackID
 		Reserved:      a.stats.ReservedBytes[PoolAll].Current,
 		FractionSet:   a.fractionSet,
 		AllowedMax:    a.allowedMax,
+		PrivatePools:  a.privatePoolFree(),
 	}
 }

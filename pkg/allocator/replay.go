@@ -349,7 +349,7 @@ func (a *Allocator) forceMalloc(addr uint64, size, blockSize, stream int64, ctx 
 		return fmt.Errorf("allocator: block at %#x belongs to stream %d, not %d", addr, b.stream, stream)
 	case addr+uint64(need) > b.end():
 		return fmt.Errorf("allocator: %d bytes at %#x do not fit the free block [%#x, %#x)", need, addr, b.addr, b.end())
-	case blockSize == 0 && b.pool != a.poolFor(rounded):
+	case blockSize == 0 && b.pool.small != (rounded <= SmallSize):
 		return fmt.Errorf("allocator: a %d-byte request does not belong in the %s pool", size, b.pool.kind())
 	}
 	if addr > b.addr {
@@ -361,7 +361,7 @@ func (a *Allocator) forceMalloc(addr uint64, size, blockSize, stream int64, ctx 
 		allocSize:  AllocationSize(rounded),
 		stream:     stream,
 		pool:       b.pool,
-		expandable: a.cfg.ExpandableSegments && a.v.hasExpandableSegments(),
+		expandable: a.expandableFor(b.pool),
 		block:      b,
 	}
 	split := b.size > need

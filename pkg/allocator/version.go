@@ -133,3 +133,19 @@ func (v Version) hasClearHistory() bool { return v >= V2_6 }
 
 // hasSkipActions: _record_memory_history(skip_actions=...) (≈2.9).
 func (v Version) hasSkipActions() bool { return v >= V2_9 }
+
+// hasMemPool: torch.cuda.MemPool and use_mem_pool exist from 2.5 (PR
+// #131152); before, private pools come from CUDA-graph capture only.
+func (v Version) hasMemPool() bool { return v >= V2_5 }
+
+// privatePoolsExpandable: from 2.4 alloc_block maps expandable segments
+// for private pools too (2.1-2.3 excluded them with !owner_PrivatePool).
+func (v Version) privatePoolsExpandable() bool { return v >= V2_4 }
+
+// capturesGuardEmptyCache: 2.9's release_cached_blocks leaves the default
+// pools alone while a capture is underway (only freeable private pools
+// are released); earlier releases synchronize and release them anyway.
+func (v Version) capturesGuardEmptyCache() bool { return v >= V2_9 }
+
+// tracesPoolID: trace entries carry pool_id from 2.9.
+func (v Version) tracesPoolID() bool { return v >= V2_9 }
