@@ -19,6 +19,13 @@ func (a *Allocator) tryAllocateExpandable(p *allocParams, ctx snapshot.StackID) 
 	if err != nil {
 		return nil, err
 	}
+	if !hasRoom(c, p.size) {
+		// A request larger than a whole new reservation (1 1/8 of the
+		// device memory): PyTorch's map_block fails on it (the device
+		// cannot back that many pages), so it is an OOM here too, never a
+		// walk past the reservation's end.
+		return nil, nil
+	}
 	if !c.mapped && !a.mapBlock(c, min(c.size, p.size), ctx, true) {
 		return nil, nil
 	}
@@ -40,20 +47,12 @@ func (a *Allocator) tryAllocateExpandable(p *allocParams, ctx snapshot.StackID) 
 // there adds up to the request. Without one, a new reservation is made.
 func (a *Allocator) findExpandableBlock(p *allocParams) (*block, error) {
 	pool := p.pool
-	allocatable := func(b *block) bool { return b != nil && b.free() }
-	hasRoom := func(b *block) bool {
-		n := int64(0)
-		for ; n < p.size && allocatable(b); b = b.next {
-			n += b.size
-		}
-		return n >= p.size
-	}
 	for it, ok := pool.unmapped.lowerBound(freeKey{stream: p.stream}); ok && it.k.stream == p.stream; it, ok = pool.unmapped.after(it.k) {
 		c := it.b
 		if allocatable(c.prev) {
 			c = c.prev
 		}
-		if hasRoom(c) {
+		if hasRoom(c, p.size) {
 			return c, nil
 		}
 	}
@@ -62,6 +61,18 @@ func (a *Allocator) findExpandableBlock(p *allocParams) (*block, error) {
 		page = SmallBuffer
 	}
 	return a.createReservation(0, p.stream, pool, page, false)
+}
+
+func allocatable(b *block) bool { return b != nil && b.free() }
+
+// hasRoom says whether the free and unmapped blocks from b on add up to
+// size bytes.
+func hasRoom(b *block, size int64) bool {
+	n := int64(0)
+	for ; n < size && allocatable(b); b = b.next {
+		n += b.size
+	}
+	return n >= size
 }
 
 // createReservation reserves the address range of a new expandable segment

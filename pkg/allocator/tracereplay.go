@@ -218,10 +218,12 @@ func (r *Replay) inferTotalMemory() int64 {
 		small  bool
 	}
 	bases := map[key]uint64{}
+	var largestMap int64
 	for i, e := range r.trace {
 		if e.Action != snapshot.ActionSegmentMap {
 			continue
 		}
+		largestMap = max(largestMap, e.Size)
 		small := false
 		for _, f := range r.trace[i+1:] {
 			if f.Action == snapshot.ActionAlloc || f.Action == snapshot.ActionOOM {
@@ -244,6 +246,12 @@ func (r *Replay) inferTotalMemory() int64 {
 		if t := gap / 9 * 8; t > 0 && t < limit {
 			limit = t
 		}
+	}
+	// One map lies inside one reservation of 1 1/8 x totalGlobalMem, so
+	// the device was at least 8/9 of the largest map (a recording of a
+	// device larger than the default).
+	if need := (largestMap/9*8 + LargeBuffer - 1) / LargeBuffer * LargeBuffer; need > limit && len(addrs) < 2 {
+		limit = need
 	}
 	return limit
 }

@@ -1,0 +1,38 @@
+package allocator
+
+import "testing"
+
+// A request larger than a whole expandable reservation (1 1/8 of the
+// device memory) is an OOM, as PyTorch's map_block failing on it
+// (try_allocate_expandable_block, c10/cuda/CUDACachingAllocator.cpp,
+// v2.5.0), never a walk past the reservation's end (issue 18: a nil
+// pointer in tryAllocateExpandable with a 91 GiB request on the 80 GiB
+// default).
+func TestExpandableRequestLargerThanReservation(t *testing.T) {
+	for _, opts := range []Options{{}, {TotalMemory: 16 * GiB}} {
+		s := newSim(t, "expandable_segments:True", Latest, opts)
+		total := s.dev.totalMemory
+		s.oom(total+total/8+LargeBuffer, s0)
+		// The allocator still works after it.
+		s.free(s.alloc(20*mib, s0))
+	}
+}
+
+// A recording with a map larger than the default device's reservation
+// replays (the device memory is raised to fit it) instead of panicking.
+func TestReplayMapLargerThanDefaultReservation(t *testing.T) {
+	s := newSim(t, "expandable_segments:True", Latest, Options{TotalMemory: 100 * GiB})
+	s.alloc(91*GiB, s0)
+	snap := s.Snapshot()
+	for _, mode := range []ReplayMode{Follow, WhatIf} {
+		r, err := NewReplay(snap, ReplayOptions{Mode: mode})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for r.Step() == nil {
+		}
+		if got := r.Result().Stats.AllocatedBytes[0].Peak; got != 91*GiB {
+			t.Errorf("%v: peak allocated %d, want %d", mode, got, int64(91*GiB))
+		}
+	}
+}
