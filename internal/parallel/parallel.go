@@ -86,7 +86,7 @@ func Map[T any](files []string, opts Options, fn func(i int, file string) (T, er
 			if skip {
 				return
 			}
-			r, err := fn(i, f)
+			r, err := call(fn, i, f)
 			if err != nil {
 				mu.Lock()
 				firstErr = min(firstErr, i)
@@ -105,6 +105,26 @@ func Map[T any](files []string, opts Options, fn func(i int, file string) (T, er
 	}
 	return results, nil
 }
+
+// call runs fn, turning a panic into an error for that file, so that a
+// worker's panic never unwinds into a zero result that the caller prints.
+func call[T any](fn func(i int, file string) (T, error), i int, file string) (r T, err error) {
+	defer func() {
+		if p := Recovered(recover()); p != nil {
+			err = &FileError{File: file, Err: p}
+		}
+	}()
+	return fn(i, file)
+}
+
+// FileError names the file whose work panicked.
+type FileError struct {
+	File string
+	Err  error
+}
+
+func (e *FileError) Error() string { return e.File + ": " + e.Err.Error() }
+func (e *FileError) Unwrap() error { return e.Err }
 
 // semaphore is a weighted semaphore: acquire blocks until n of the total
 // is free. Callers acquire in file order from one goroutine, so files

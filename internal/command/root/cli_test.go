@@ -123,3 +123,36 @@ func TestUsageErrors(t *testing.T) {
 		}
 	}
 }
+
+// panicWriter panics on every write: a stand-in for any bug that panics
+// inside a command.
+type panicWriter struct{}
+
+func (panicWriter) Write([]byte) (int, error) { panic("boom") }
+
+// A panic anywhere in a command is one line, "memstat: internal error:
+// ...", and exit 2; the stack only with MEMSTAT_TRACEBACK set.
+func TestPanicIsOneLineAndExit2(t *testing.T) {
+	for _, traceback := range []string{"", "1"} {
+		ios, _, _, errOut := iostreams.Test()
+		ios.Out = panicWriter{}
+		f := &command.Factory{IO: ios, Getenv: func(k string) string {
+			if k == "MEMSTAT_TRACEBACK" {
+				return traceback
+			}
+			return ""
+		}}
+		code := Main(f, []string{"--version"})
+		if code != command.ExitError {
+			t.Errorf("exit %d, want %d", code, command.ExitError)
+		}
+		msg := errOut.String()
+		first, rest, _ := strings.Cut(msg, "\n")
+		if !strings.HasPrefix(first, "memstat: internal error: boom (a bug in memstat") {
+			t.Errorf("first line %q", first)
+		}
+		if hasStack := strings.Contains(rest, "goroutine") || strings.Contains(rest, ".go:"); hasStack != (traceback != "") {
+			t.Errorf("MEMSTAT_TRACEBACK=%q: stack printed = %v:\n%s", traceback, hasStack, msg)
+		}
+	}
+}

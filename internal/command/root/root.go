@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/memstat/memstat/internal/command"
+	"github.com/memstat/memstat/internal/parallel"
 )
 
 // Version is set at build time (-ldflags "-X ...root.Version=v1.2.3").
@@ -45,10 +46,32 @@ other allocator settings.`,
 
 // Main runs memstat with the process's arguments and returns the exit
 // status.
-func Main(f *command.Factory, args []string) int {
+//
+// A panic anywhere in the command (a bug, never the input's fault) becomes
+// one line, "memstat: internal error: ...", and exit 2; the Go stack goes
+// to stderr only when MEMSTAT_TRACEBACK is set.
+func Main(f *command.Factory, args []string) (code int) {
 	cmd := NewCmdRoot(f)
 	cmd.SetArgs(args)
-	c, err := cmd.ExecuteC()
+	var (
+		c   *cobra.Command
+		err error
+	)
+	func() {
+		defer func() {
+			if p := parallel.Recovered(recover()); p != nil {
+				err = p
+			}
+		}()
+		c, err = cmd.ExecuteC()
+	}()
+	if p := (*parallel.PanicError)(nil); errors.As(err, &p) {
+		fmt.Fprintf(f.IO.ErrOut, "memstat: %v (a bug in memstat: please report it with the command line; MEMSTAT_TRACEBACK=1 prints where)\n", err)
+		if f.Getenv != nil && f.Getenv("MEMSTAT_TRACEBACK") != "" {
+			f.IO.ErrOut.Write(p.Stack)
+		}
+		return command.ExitError
+	}
 	if err == nil {
 		return command.ExitOK
 	}
