@@ -2,10 +2,11 @@ package check
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/memstat/memstat/internal/textfile"
 )
 
 // DefaultConfigFile is the rules file `memstat check` reads from the
@@ -42,13 +43,19 @@ type Config struct {
 	Rules    []Rule
 }
 
-// ReadConfig reads a rules file.
+// Size limits of a rules file: real ones are a few dozen lines.
+const (
+	maxConfigBytes = 1 << 20
+	maxConfigLine  = 4096
+)
+
+// ReadConfig reads a rules file (a regular file of at most 1 MiB).
 func ReadConfig(path string) (*Config, error) {
-	b, err := os.ReadFile(path)
+	src, err := textfile.Read(path, "rules file", maxConfigBytes)
 	if err != nil {
 		return nil, err
 	}
-	return ParseConfig(path, string(b))
+	return ParseConfig(path, src)
 }
 
 // ParseConfig parses the text of a rules file; path names it in messages
@@ -60,6 +67,9 @@ func ParseConfig(path, src string) (*Config, error) {
 	for n, line := range strings.Split(src, "\n") {
 		lineNo := n + 1
 		at := fmt.Sprintf("%s:%d", path, lineNo)
+		if len(line) > maxConfigLine {
+			return nil, fmt.Errorf("%s: line longer than %d bytes", at, maxConfigLine)
+		}
 		line, err := stripComment(strings.TrimSpace(strings.TrimSuffix(line, "\r")))
 		if err != nil {
 			return nil, fmt.Errorf("%s: %v", at, err)
@@ -72,11 +82,11 @@ func ParseConfig(path, src string) (*Config, error) {
 			name = strings.TrimSpace(strings.TrimPrefix(name, "["))
 			switch {
 			case !ok:
-				return nil, fmt.Errorf("%s: section header %q has no closing ]", at, line)
+				return nil, fmt.Errorf("%s: section header %s has no closing ]", at, textfile.Quote(line))
 			case name == "max", name == "max-increase", name == "max_increase":
 				section = strings.ReplaceAll(name, "_", "-")
 			default:
-				return nil, fmt.Errorf("%s: unknown section [%s]: want [max] or [max-increase]", at, name)
+				return nil, fmt.Errorf("%s: unknown section [%s]: want [max] or [max-increase]", at, textfile.Cut(name))
 			}
 			continue
 		}
@@ -86,13 +96,13 @@ func ParseConfig(path, src string) (*Config, error) {
 		}
 		id := section + "\x00" + key
 		if prev, dup := seen[id]; dup {
-			return nil, fmt.Errorf("%s: %s is set twice (first on line %d)", at, key, prev)
+			return nil, fmt.Errorf("%s: %s is set twice (first on line %d)", at, textfile.Cut(key), prev)
 		}
 		seen[id] = lineNo
 		switch section {
 		case "":
 			if key != "baseline" {
-				return nil, fmt.Errorf("%s: unknown setting %q before any section: the top level takes baseline; rules go under [max] or [max-increase]", at, key)
+				return nil, fmt.Errorf("%s: unknown setting %s before any section: the top level takes baseline; rules go under [max] or [max-increase]", at, textfile.Quote(key))
 			}
 			c.Baseline = val
 			if val != "" && !filepath.IsAbs(val) {
@@ -145,7 +155,7 @@ func keyValue(line string) (key, val string, err error) {
 			return "", "", fmt.Errorf("unterminated key")
 		}
 		if key, err = strconv.Unquote(line[:end+1]); err != nil {
-			return "", "", fmt.Errorf("bad key %s", line[:end+1])
+			return "", "", fmt.Errorf("bad key %s", textfile.Cut(line[:end+1]))
 		}
 		rest = strings.TrimSpace(line[end+1:])
 		if !strings.HasPrefix(rest, "=") {
@@ -157,29 +167,29 @@ func keyValue(line string) (key, val string, err error) {
 		key, rest, ok = strings.Cut(line, "=")
 		key = strings.TrimSpace(key)
 		if !ok || key == "" {
-			return "", "", fmt.Errorf("want key = value, got %q", line)
+			return "", "", fmt.Errorf("want key = value, got %s", textfile.Quote(line))
 		}
 		for _, r := range key {
 			if !(r == '_' || r == '-' || r == '.' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') {
-				return "", "", fmt.Errorf("bad key %q: quote it", key)
+				return "", "", fmt.Errorf("bad key %s: quote it", textfile.Quote(key))
 			}
 		}
 	}
 	rest = strings.TrimSpace(rest)
 	switch {
 	case rest == "":
-		return "", "", fmt.Errorf("%s has no value", key)
+		return "", "", fmt.Errorf("%s has no value", textfile.Cut(key))
 	case strings.HasPrefix(rest, `"`):
 		end := closingQuote(rest)
 		if end != len(rest)-1 {
-			return "", "", fmt.Errorf("%s: want one quoted string, got %s", key, rest)
+			return "", "", fmt.Errorf("%s: want one quoted string, got %s", textfile.Cut(key), textfile.Cut(rest))
 		}
 		if val, err = strconv.Unquote(rest); err != nil {
-			return "", "", fmt.Errorf("%s: bad string %s", key, rest)
+			return "", "", fmt.Errorf("%s: bad string %s", textfile.Cut(key), textfile.Cut(rest))
 		}
 		return key, val, nil
 	case strings.ContainsAny(rest, " \t\"'[]{}"):
-		return "", "", fmt.Errorf("%s: quote the value: %s", key, rest)
+		return "", "", fmt.Errorf("%s: quote the value: %s", textfile.Cut(key), textfile.Cut(rest))
 	}
 	// TOML allows 1_000 in numbers.
 	return key, strings.ReplaceAll(rest, "_", ""), nil

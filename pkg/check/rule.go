@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/memstat/memstat/internal/textfile"
 	"github.com/memstat/memstat/pkg/report"
 )
 
@@ -66,7 +67,7 @@ func newRule(kind Kind, key, val, source string) (Rule, error) {
 	var err error
 	r.Value, r.Relative, err = parseValue(kind, unit, val)
 	if err != nil {
-		return Rule{}, fmt.Errorf("%s: %s: %v", source, key, err)
+		return Rule{}, fmt.Errorf("%s: %s: %v", source, textfile.Cut(key), err)
 	}
 	return r, nil
 }
@@ -78,7 +79,7 @@ func parseValue(kind Kind, unit Unit, s string) (v float64, relative bool, err e
 	if num, ok := strings.CutSuffix(s, "%"); ok {
 		p, err := strconv.ParseFloat(strings.TrimSpace(num), 64)
 		if err != nil || p < 0 || math.IsInf(p, 0) || math.IsNaN(p) {
-			return 0, false, fmt.Errorf("invalid percentage %q", s)
+			return 0, false, fmt.Errorf("invalid percentage %s", textfile.Quote(s))
 		}
 		switch {
 		case unit == Fraction:
@@ -86,7 +87,7 @@ func parseValue(kind Kind, unit Unit, s string) (v float64, relative bool, err e
 		case kind == MaxIncrease:
 			return p / 100, true, nil
 		}
-		return 0, false, fmt.Errorf("a percentage (%s) needs a baseline here: use --max-increase, or give a %s", s, unitExample(unit))
+		return 0, false, fmt.Errorf("a percentage (%s) needs a baseline here: use --max-increase, or give a %s", textfile.Cut(s), unitExample(unit))
 	}
 	switch unit {
 	case Bytes:
@@ -95,19 +96,19 @@ func parseValue(kind Kind, unit Unit, s string) (v float64, relative bool, err e
 			return 0, false, err
 		}
 		if n < 0 {
-			return 0, false, fmt.Errorf("negative size %q", s)
+			return 0, false, fmt.Errorf("negative size %s", textfile.Quote(s))
 		}
 		return float64(n), false, nil
 	case Count:
 		n, err := strconv.ParseInt(s, 10, 64)
 		if err != nil || n < 0 {
-			return 0, false, fmt.Errorf("invalid count %q: want a whole number", s)
+			return 0, false, fmt.Errorf("invalid count %s: want a whole number", textfile.Quote(s))
 		}
 		return float64(n), false, nil
 	}
 	f, err := strconv.ParseFloat(s, 64)
 	if err != nil || f < 0 || f > 1 {
-		return 0, false, fmt.Errorf("invalid share %q: want a percentage such as 30%% or a fraction between 0 and 1", s)
+		return 0, false, fmt.Errorf("invalid share %s: want a percentage such as 30%% or a fraction between 0 and 1", textfile.Quote(s))
 	}
 	return f, false, nil
 }
@@ -127,9 +128,9 @@ func unitExample(u Unit) string {
 func unknownKey(key string) string {
 	close := closeKeys(key, 3)
 	if len(close) == 0 {
-		return fmt.Sprintf("unknown key %q: use a memory_stats key such as allocated_bytes.all.peak or one of %s", key, strings.Join(namedNames(), ", "))
+		return fmt.Sprintf("unknown key %s: use a memory_stats key such as allocated_bytes.all.peak or one of %s", textfile.Quote(key), strings.Join(namedNames(), ", "))
 	}
-	return fmt.Sprintf("unknown key %q (did you mean %s?)", key, strings.Join(close, ", "))
+	return fmt.Sprintf("unknown key %s (did you mean %s?)", textfile.Quote(key), strings.Join(close, ", "))
 }
 
 func namedNames() []string {

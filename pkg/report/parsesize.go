@@ -5,6 +5,8 @@ import (
 	"math"
 	"strconv"
 	"strings"
+
+	"github.com/memstat/memstat/internal/textfile"
 )
 
 // sizeUnits are the units ParseSize accepts, lower-cased. Binary units
@@ -33,7 +35,7 @@ func ParseSize(s string) (int64, error) {
 	num, unit := t[:i], strings.ToLower(strings.TrimSpace(t[i:]))
 	mult, ok := sizeUnits[unit]
 	if num == "" || !ok {
-		return 0, fmt.Errorf("invalid size %q: want a number of bytes with an optional unit, e.g. 24GiB, 512MiB, 80GB", s)
+		return 0, fmt.Errorf("invalid size %s: want a number of bytes with an optional unit, e.g. 24GiB, 512MiB, 80GB", textfile.Quote(s))
 	}
 	if !strings.Contains(num, ".") {
 		if n, err := strconv.ParseInt(num, 10, 64); err == nil && float64(n)*mult < math.MaxInt64 {
@@ -42,7 +44,7 @@ func ParseSize(s string) (int64, error) {
 	}
 	f, err := strconv.ParseFloat(num, 64)
 	if err != nil {
-		return 0, fmt.Errorf("invalid size %q", s)
+		return 0, fmt.Errorf("invalid size %s", textfile.Quote(s))
 	}
 	v := f * mult
 	switch {

@@ -2,12 +2,12 @@ package workload
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 
+	"github.com/memstat/memstat/internal/textfile"
 	"github.com/memstat/memstat/pkg/report"
 )
 
@@ -48,13 +48,20 @@ type FileError struct {
 
 func (e *FileError) Error() string { return fmt.Sprintf("%s:%d: %s", e.Path, e.Line, e.Msg) }
 
-// ReadFile reads and parses a workload file.
+// Size limits of a workload file: hand-written files are a few KB.
+const (
+	maxFileBytes = 1 << 20
+	maxLineBytes = 4096
+)
+
+// ReadFile reads and parses a workload file (a regular file of at most
+// 1 MiB).
 func ReadFile(path string) (*File, error) {
-	src, err := os.ReadFile(path)
+	src, err := textfile.Read(path, "workload file", maxFileBytes)
 	if err != nil {
 		return nil, err
 	}
-	return ParseFile(path, string(src))
+	return ParseFile(path, src)
 }
 
 // ParseFile parses workload source; path names it in errors and frames.
@@ -70,12 +77,18 @@ func ParseFile(path, src string) (*File, error) {
 	stack := []open{{block: root}}
 	for i, text := range lines {
 		p.line = i + 1
+		if len(text) > maxLineBytes {
+			return nil, p.errorf("line longer than %d bytes", maxLineBytes)
+		}
 		toks, err := lex(text)
 		if err != nil {
 			return nil, p.errorf("%v", err)
 		}
 		if len(toks) == 0 {
 			continue
+		}
+		if len(toks) > maxLineTokens {
+			return nil, p.errorf("more than %d tokens on one line", maxLineTokens)
 		}
 		p.toks, p.pos = toks, 0
 		if toks[0].is(tWord, "end") {
@@ -95,6 +108,9 @@ func ParseFile(path, src string) (*File, error) {
 		top := stack[len(stack)-1].block
 		top.body = append(top.body, s)
 		if b, ok := s.(blockOpener); ok {
+			if len(stack) > maxBlockDepth {
+				return nil, p.errorf("blocks nested more than %d deep", maxBlockDepth)
+			}
 			stack = append(stack, open{block: b.block(), kind: toks[0].text, line: p.line})
 		}
 	}
@@ -231,7 +247,7 @@ type token struct {
 
 func (t token) is(k tokKind, text string) bool { return t.kind == k && t.text == text }
 
-func (t token) String() string { return strconv.Quote(t.text) }
+func (t token) String() string { return textfile.Quote(t.text) }
 
 func isLetter(c byte) bool { return c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' }
 func isDigit(c byte) bool  { return c >= '0' && c <= '9' }
@@ -278,7 +294,7 @@ func lex(line string) ([]token, error) {
 				if ch == '{' {
 					k := strings.IndexByte(line[j:], '}')
 					if k < 0 {
-						return nil, fmt.Errorf("unclosed { in name %q", line[i:])
+						return nil, fmt.Errorf("unclosed { in name %s", textfile.Quote(line[i:]))
 					}
 					j += k + 1
 					continue
@@ -309,7 +325,21 @@ type parser struct {
 	line int
 	toks []token
 	pos  int
+	// depth counts the expressions being parsed inside one another
+	// (parentheses, unary minus, **), which the evaluator recurses into.
+	depth int
 }
+
+// Nesting limits: a workload file nests blocks and expressions a few deep;
+// these stop a hostile one from overflowing the parser's or the
+// evaluator's stack (both recurse once per level).
+const (
+	maxBlockDepth = 100
+	maxExprDepth  = 100
+	// maxLineTokens bounds a statement, and with it the depth of the
+	// left-leaning tree of a chain like 1+1+...+1.
+	maxLineTokens = 1000
+)
 
 func (p *parser) errorf(format string, args ...any) error {
 	return &FileError{Path: p.path, Line: p.line, Msg: fmt.Sprintf(format, args...)}
@@ -433,7 +463,7 @@ func (p *parser) statement() (stmt, error) {
 func (p *parser) varName() (string, error) {
 	n, err := p.ident("a variable name")
 	if err == nil && keywords[n] {
-		return "", p.errorf("%q is a keyword, not a variable name", n)
+		return "", p.errorf("%s is a keyword, not a variable name", textfile.Quote(n))
 	}
 	return n, err
 }
@@ -457,7 +487,7 @@ func (p *parser) alloc(a at) (stmt, error) {
 	}
 	s := &allocStmt{at: a, name: n}
 	if _, ok := p.peek(); !ok {
-		return nil, p.errorf("alloc %s: missing size (e.g. 4MiB, or [1024, 1024] bf16)", n.src)
+		return nil, p.errorf("alloc %s: missing size (e.g. 4MiB, or [1024, 1024] bf16)", textfile.Cut(n.src))
 	}
 	if !p.accept(tPunct, "[") {
 		s.size, err = p.expr()
@@ -478,7 +508,7 @@ func (p *parser) alloc(a at) (stmt, error) {
 	}
 	t, err := p.next()
 	if err != nil {
-		return nil, p.errorf("alloc %s: the shape needs a dtype (e.g. bf16, float32)", n.src)
+		return nil, p.errorf("alloc %s: the shape needs a dtype (e.g. bf16, float32)", textfile.Cut(n.src))
 	}
 	if s.dtype, err = ParseDType(t.text); err != nil {
 		return nil, p.errorf("%v", err)
@@ -510,7 +540,7 @@ func (p *parser) tensorName() (name, error) {
 		return name{}, p.errorf("expected a tensor name, found %s", t)
 	}
 	if keywords[t.text] {
-		return name{}, p.errorf("%q is a keyword, not a tensor name", t.text)
+		return name{}, p.errorf("%s is a keyword, not a tensor name", textfile.Quote(t.text))
 	}
 	n := name{src: t.text}
 	rest := t.text
@@ -524,9 +554,9 @@ func (p *parser) tensorName() (name, error) {
 		n.lit = append(n.lit, rest[:i])
 		toks, err := lex(rest[i+1 : j])
 		if err != nil || len(toks) == 0 {
-			return name{}, p.errorf("bad {...} in name %q", t.text)
+			return name{}, p.errorf("bad {...} in name %s", textfile.Quote(t.text))
 		}
-		sub := &parser{path: p.path, line: p.line, toks: toks}
+		sub := &parser{path: p.path, line: p.line, toks: toks, depth: p.depth}
 		e, err := sub.expr()
 		if err != nil {
 			return name{}, err
@@ -616,7 +646,7 @@ func (p *parser) callExpr(table map[string][]string, want string) (*callStmt, er
 	fn := trimTorch(t.text)
 	keys, known := table[fn]
 	if t.kind != tWord || !known {
-		return nil, p.errorf("unknown statement %q: expected %s", t.text, want)
+		return nil, p.errorf("unknown statement %s: expected %s", textfile.Quote(t.text), want)
 	}
 	if err := p.expect(tPunct, "("); err != nil {
 		return nil, err
@@ -639,10 +669,10 @@ func (p *parser) callExpr(table map[string][]string, want string) (*callStmt, er
 			return nil, p.errorf("%s() takes at most %d positional arguments", fn, len(keys))
 		}
 		if !slices.Contains(keys, key) {
-			return nil, p.errorf("%s() got an unexpected keyword argument %q", fn, key)
+			return nil, p.errorf("%s() got an unexpected keyword argument %s", fn, textfile.Quote(key))
 		}
 		if seen[key] {
-			return nil, p.errorf("%s() got multiple values for argument %q", fn, key)
+			return nil, p.errorf("%s() got multiple values for argument %s", fn, textfile.Quote(key))
 		}
 		seen[key] = true
 		v, err := p.value()
@@ -662,7 +692,7 @@ func (p *parser) value() (value, error) {
 	switch {
 	case t.kind == tString:
 		p.pos++
-		return value{kind: vString, str: t.text, token: strconv.Quote(t.text)}, nil
+		return value{kind: vString, str: t.text, token: textfile.Quote(t.text)}, nil
 	case t.is(tWord, "None"):
 		p.pos++
 		return value{kind: vNone, token: "None"}, nil
@@ -673,9 +703,9 @@ func (p *parser) value() (value, error) {
 		p.pos++
 		f, err := strconv.ParseFloat(t.text, 64)
 		if err != nil {
-			return value{}, p.errorf("bad number %q", t.text)
+			return value{}, p.errorf("bad number %s", textfile.Quote(t.text))
 		}
-		return value{kind: vFloat, f: f, token: t.text}, nil
+		return value{kind: vFloat, f: f, token: textfile.Cut(t.text)}, nil
 	}
 	start := p.pos
 	e, err := p.expr()
@@ -686,7 +716,7 @@ func (p *parser) value() (value, error) {
 	for _, t := range p.toks[start:p.pos] {
 		src = append(src, t.text)
 	}
-	return value{kind: vInt, e: e, token: strings.Join(src, " ")}, nil
+	return value{kind: vInt, e: e, token: textfile.Cut(strings.Join(src, " "))}, nil
 }
 
 // Expressions: integer arithmetic with Python's precedence; numbers may
@@ -749,6 +779,10 @@ func (p *parser) term() (expr, error) {
 }
 
 func (p *parser) unary() (expr, error) {
+	if p.depth++; p.depth > maxExprDepth {
+		return nil, p.errorf("expression nested more than %d deep", maxExprDepth)
+	}
+	defer func() { p.depth-- }()
 	if p.accept(tPunct, "-") {
 		x, err := p.unary()
 		return &negExpr{x}, err
@@ -772,7 +806,7 @@ func (p *parser) atom() (expr, error) {
 	case t.kind == tNumber:
 		n, err := report.ParseSize(t.text)
 		if err != nil {
-			return nil, p.errorf("bad number or size %q (want e.g. 4096, 4MiB, 1.5GiB)", t.text)
+			return nil, p.errorf("bad number or size %s (want e.g. 4096, 4MiB, 1.5GiB)", textfile.Quote(t.text))
 		}
 		return numExpr(n), nil
 	case t.is(tPunct, "("):
@@ -793,7 +827,7 @@ func (v varExpr) eval(vars map[string]int64) (int64, error) {
 	if x, ok := vars[string(v)]; ok {
 		return x, nil
 	}
-	return 0, fmt.Errorf("unknown variable %q", string(v))
+	return 0, fmt.Errorf("unknown variable %s", textfile.Quote(string(v)))
 }
 
 func (n *negExpr) eval(vars map[string]int64) (int64, error) {

@@ -6,14 +6,27 @@ import (
 	"sort"
 	"strconv"
 
+	"github.com/memstat/memstat/internal/textfile"
 	"github.com/memstat/memstat/pkg/allocator"
 	"github.com/memstat/memstat/pkg/report"
 )
 
-// maxStatements bounds how many statements a file may execute (loops
-// included), so that a typo like `repeat 10**12` fails instead of hanging.
-// A variable so that tests can lower it.
-var maxStatements = 20_000_000
+// The workload budget: what one file may make memstat do, so that a typo
+// like `repeat 10**12` (or a 40-byte hostile file) fails with a message
+// naming the limit instead of hanging or filling the memory and the disk.
+// Variables so that tests can lower them.
+var (
+	// maxStatements bounds the statements executed and loop iterations
+	// run (an empty loop counts too).
+	maxStatements = 20_000_000
+	// maxAllocatorCalls bounds the allocations, frees and other allocator
+	// calls: each adds up to three trace entries to the recording (an alloc
+	// that rebinds a name frees the old tensor), measured at about 150
+	// bytes of written snapshot and 500 bytes of memory per call.
+	maxAllocatorCalls = 1_000_000
+	// maxPrintBytes bounds what print() writes.
+	maxPrintBytes = 64 << 20
+)
 
 // Check runs the file without a device: every name, expression and call
 // argument is checked, so that a mistake anywhere is reported (as a
@@ -45,6 +58,43 @@ type runner struct {
 	vars    map[string]int64
 	tensors map[string]Tensor
 	ops     int
+	calls   int
+	printed int
+}
+
+// step counts one statement or loop iteration against maxStatements.
+func (r *runner) step(s stmt) error {
+	if r.ops++; r.ops > maxStatements {
+		return r.errorf(s, "more than %d statements and loop iterations executed (the workload budget); is a repeat count too large?", maxStatements)
+	}
+	return nil
+}
+
+// allocatorCall counts one call on the allocator against
+// maxAllocatorCalls.
+func (r *runner) allocatorCall(s stmt) error {
+	if r.calls++; r.calls > maxAllocatorCalls {
+		return r.errorf(s, "more than %d allocator calls (alloc, free, torch.cuda.*) executed (the workload budget); is a repeat count too large?", maxAllocatorCalls)
+	}
+	return nil
+}
+
+// output writes printed text within maxPrintBytes.
+func (r *runner) output(s stmt, text string) error {
+	if err := r.countOutput(s, len(text)+1); err != nil {
+		return err
+	}
+	if r.e != nil {
+		fmt.Fprintln(r.e.Out(), text)
+	}
+	return nil
+}
+
+func (r *runner) countOutput(s stmt, n int) error {
+	if r.printed += n; r.printed > maxPrintBytes {
+		return r.errorf(s, "more than %d bytes printed (the workload budget)", maxPrintBytes)
+	}
+	return nil
 }
 
 func (r *runner) errorf(s stmt, format string, args ...any) error {
@@ -58,8 +108,8 @@ func (r *runner) run(body []stmt) error {
 		if r.stopped() {
 			return nil
 		}
-		if r.ops++; r.ops > maxStatements {
-			return r.errorf(s, "more than %d statements executed; is a repeat count too large?", maxStatements)
+		if err := r.step(s); err != nil {
+			return err
 		}
 		if r.e != nil {
 			r.e.Line(int64(s.lineNo()))
@@ -99,7 +149,7 @@ func (r *runner) tensor(s stmt, n name) (string, Tensor, error) {
 	}
 	t, ok := r.tensors[key]
 	if !ok {
-		return "", Tensor{}, r.errorf(s, "unknown tensor %q", key)
+		return "", Tensor{}, r.errorf(s, "unknown tensor %s", textfile.Quote(key))
 	}
 	return key, t, nil
 }
@@ -112,6 +162,9 @@ func (r *runner) exec(s stmt) error {
 		r.vars[s.name] = v
 		return err
 	case *allocStmt:
+		if err := r.allocatorCall(s); err != nil {
+			return err
+		}
 		key, err := r.name(s, s.name)
 		if err != nil {
 			return err
@@ -134,6 +187,9 @@ func (r *runner) exec(s stmt) error {
 		r.tensors[key] = t
 	case *freeStmt:
 		for _, n := range s.names {
+			if err := r.allocatorCall(s); err != nil {
+				return err
+			}
 			key, t, err := r.tensor(s, n)
 			if err != nil {
 				return err
@@ -152,6 +208,11 @@ func (r *runner) exec(s stmt) error {
 			return r.errorf(s, "repeat count %d is negative", n)
 		}
 		for i := range n {
+			if i > 0 {
+				if err := r.step(s); err != nil {
+					return err
+				}
+			}
 			if s.ivar != "" {
 				r.vars[s.ivar] = i
 			}
@@ -185,6 +246,9 @@ func (r *runner) exec(s stmt) error {
 		e.SetStream(old)
 		return err
 	case *recordStreamStmt:
+		if err := r.allocatorCall(s); err != nil {
+			return err
+		}
 		_, t, err := r.tensor(s, s.name)
 		if err != nil {
 			return err
@@ -197,6 +261,9 @@ func (r *runner) exec(s stmt) error {
 			e.RecordStream(t, st)
 		}
 	case *callStmt:
+		if err := r.allocatorCall(s); err != nil {
+			return err
+		}
 		return r.call(s)
 	case *printStmt:
 		return r.print(s)
@@ -418,18 +485,20 @@ func (r *runner) recordHistory(c *callStmt) error {
 
 func (r *runner) print(p *printStmt) error {
 	if p.call == nil {
-		if r.e != nil {
-			fmt.Fprintln(r.e.Out(), p.text)
-		}
-		return nil
+		return r.output(p, p.text)
 	}
 	c := p.call
 	if err := r.device(c); err != nil {
 		return err
 	}
 	abbreviated, err := r.boolArg(c, "abbreviated")
-	if err != nil || r.e == nil {
+	if err != nil {
 		return err
+	}
+	if r.e == nil {
+		// Checking: count a summary's worth of output, so that the
+		// budget fails before anything runs.
+		return r.countOutput(p, 4096)
 	}
 	stats := r.e.Allocator().MemoryStats()
 	values := make(map[string]int64, len(stats))
@@ -455,6 +524,5 @@ func (r *runner) print(p *printStmt) error {
 	case "memory_summary":
 		out = report.TorchMemorySummary(get, r.e.Allocator().Device().Index(), abbreviated)
 	}
-	fmt.Fprintln(r.e.Out(), out)
-	return nil
+	return r.output(p, out)
 }

@@ -216,19 +216,6 @@ func TestFileErrors(t *testing.T) {
 	}
 }
 
-func TestStatementLimit(t *testing.T) {
-	defer func(n int) { maxStatements = n }(maxStatements)
-	maxStatements = 1000
-	f, err := ParseFile("big.mem", "repeat 10**12\n  alloc x 1\nend")
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := "big.mem:2: more than 1000 statements executed; is a repeat count too large?"
-	if err := f.Check(); err == nil || err.Error() != want {
-		t.Errorf("got %v, want %s", err, want)
-	}
-}
-
 // A file that runs out of memory stops there, like the Python script
 // would: later statements do not run.
 func TestFileOOM(t *testing.T) {

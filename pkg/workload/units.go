@@ -3,6 +3,8 @@ package workload
 import (
 	"fmt"
 	"strings"
+
+	"github.com/memstat/memstat/internal/textfile"
 )
 
 // DType is a torch dtype: its name and element size.
@@ -42,7 +44,7 @@ func ParseDType(s string) (DType, error) {
 	if d, ok := dtypes[strings.ToLower(strings.TrimPrefix(s, "torch."))]; ok {
 		return d, nil
 	}
-	return DType{}, fmt.Errorf("unknown dtype %q (want e.g. float32, bfloat16, float16, int64, bool)", s)
+	return DType{}, fmt.Errorf("unknown dtype %s (want e.g. float32, bfloat16, float16, int64, bool)", textfile.Quote(s))
 }
 
 // numel multiplies a shape's dimensions.
