@@ -89,6 +89,23 @@ func (d *Doc) Table(t *Table) {
 	d.last = partBlock
 }
 
+// BeginBlock starts a block the caller writes itself, a table streamed
+// row by row say, and returns where to write it; EndBlock ends it with the
+// block's first write error.
+func (d *Doc) BeginBlock() io.Writer {
+	d.Gap()
+	d.last = partBlock
+	return d.w
+}
+
+// EndBlock ends a block BeginBlock started; err is its write error, if
+// any.
+func (d *Doc) EndBlock(err error) {
+	if d.err == nil {
+		d.err = err
+	}
+}
+
 // Pre writes lines verbatim as a block: indented by two spaces in text, a
 // code block in markdown.
 func (d *Doc) Pre(lines []string) {

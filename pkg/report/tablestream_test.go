@@ -1,0 +1,115 @@
+package report
+
+import (
+	"bytes"
+	"errors"
+	"math/rand"
+	"strings"
+	"testing"
+)
+
+// TestTableStreamMatchesTable: a streamed table no longer than its hold is
+// Table.Render's output byte for byte, in text and markdown, whatever the
+// widths, alignments and empty cells.
+func TestTableStreamMatchesTable(t *testing.T) {
+	rng := rand.New(rand.NewSource(1))
+	words := []string{"", "a", "#", "alloc", "free_requested", "16.0 MiB", "seg 0x7f0000000000+0x200000", "+0.000162s", "ü", "文字", "x y"}
+	for n := range 300 {
+		ncol := 1 + rng.Intn(6)
+		tbl := &Table{}
+		for c := range ncol {
+			al := Left
+			if rng.Intn(2) == 0 {
+				al = Right
+			}
+			name := words[1+rng.Intn(len(words)-1)]
+			if c == 0 && n%7 == 0 {
+				name = "#"
+			}
+			tbl.Columns = append(tbl.Columns, Column{Name: name, Key: name, Align: al})
+		}
+		rows := rng.Intn(8)
+		for range rows {
+			cells := make([]Cell, ncol)
+			for c := range cells {
+				cells[c] = Str(words[rng.Intn(len(words))])
+			}
+			tbl.Add(cells...)
+		}
+		for _, f := range []Format{Text, Markdown} {
+			var want, got bytes.Buffer
+			if err := tbl.Render(&want, f); err != nil {
+				t.Fatal(err)
+			}
+			ts := NewTableStream(&got, f, tbl.Columns, 8)
+			for _, r := range tbl.Rows {
+				texts := make([]string, len(r))
+				for i, c := range r {
+					texts[i] = c.Text
+				}
+				if err := ts.Row(texts); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := ts.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if got.String() != want.String() {
+				t.Fatalf("table %d (%s):\n got:\n%s\nwant:\n%s", n, f, got.String(), want.String())
+			}
+		}
+	}
+}
+
+// TestTableStreamWritesAfterHold: once the hold is full the held rows are
+// written, and each later row as it comes; a wider later cell does not
+// move the columns of the other rows.
+func TestTableStreamWritesAfterHold(t *testing.T) {
+	var out bytes.Buffer
+	ts := NewTableStream(&out, Text, []Column{{Name: "#", Align: Right}, {Name: "What"}, {Name: "Frame"}}, 2)
+	ts.Row([]string{"1", "a", "f"})
+	if out.Len() != 0 {
+		t.Fatalf("wrote before the hold was full: %q", out.String())
+	}
+	ts.Row([]string{"2", "b", "g"})
+	if got := strings.Count(out.String(), "\n"); got != 3 {
+		t.Fatalf("after the hold: %d lines, want header and 2 rows:\n%s", got, out.String())
+	}
+	ts.Row([]string{"3", "wide", "h"})
+	ts.Row([]string{"4", "c", "i"})
+	if err := ts.Close(); err != nil {
+		t.Fatal(err)
+	}
+	want := "#  What  Frame\n1  a     f\n2  b     g\n3  wide  h\n4  a     i\n"
+	want = strings.Replace(want, "4  a", "4  c", 1)
+	if out.String() != want {
+		t.Errorf("got\n%s\nwant\n%s", out.String(), want)
+	}
+}
+
+type failWriter struct{ n int }
+
+var errClosed = errors.New("closed")
+
+func (w *failWriter) Write(p []byte) (int, error) {
+	if w.n == 0 {
+		return 0, errClosed
+	}
+	w.n--
+	return len(p), nil
+}
+
+// TestTableStreamStopsAtWriteError: the first write error is returned by
+// that call and every later one.
+func TestTableStreamStopsAtWriteError(t *testing.T) {
+	ts := NewTableStream(&failWriter{n: 2}, Text, []Column{{Name: "x"}}, 1)
+	if err := ts.Row([]string{"1"}); err != nil {
+		t.Fatalf("first row: %v", err)
+	}
+	if err := ts.Row([]string{"2"}); !errors.Is(err, errClosed) {
+		t.Fatalf("second row: %v, want the write error", err)
+	}
+	if err := ts.Close(); !errors.Is(err, errClosed) {
+		t.Fatalf("close: %v", err)
+	}
+}
