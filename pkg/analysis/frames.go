@@ -219,6 +219,11 @@ type Frames struct {
 	stacks    *snapshot.Stacks
 	allFrames bool
 	cache     map[snapshot.StackID]*stackView
+	// sites caches Site alone (a listing of a trace needs nothing else);
+	// kinds caches ClassifyFrame by frame, 1 + the kind (0: not yet):
+	// stacks share most of their frames.
+	sites map[snapshot.StackID]snapshot.Frame
+	kinds []uint8
 }
 
 type stackView struct {
@@ -233,7 +238,7 @@ func NewFrames(stacks *snapshot.Stacks, allFrames bool) *Frames {
 	if stacks == nil {
 		stacks = snapshot.NewStacks()
 	}
-	return &Frames{stacks: stacks, allFrames: allFrames, cache: make(map[snapshot.StackID]*stackView)}
+	return &Frames{stacks: stacks, allFrames: allFrames, cache: make(map[snapshot.StackID]*stackView), sites: make(map[snapshot.StackID]snapshot.Frame)}
 }
 
 // AllFrames reports whether internal frames are shown.
@@ -245,62 +250,8 @@ func (fr *Frames) view(id snapshot.StackID) *stackView {
 	}
 	v := &stackView{}
 	frames := fr.stacks.Frames(id)
-	kinds := make([]FrameKind, len(frames))
-	for i, f := range frames {
-		kinds[i] = ClassifyFrame(f)
-	}
-	// The allocation site: the innermost user frame, else the innermost
-	// library frame, else the innermost Python frame, else the innermost
-	// native frame the viewers show.
-	v.site = NoStackFrame
-	found := false
-	for _, want := range []FrameKind{UserFrame, LibraryFrame} {
-		for i, f := range frames {
-			if kinds[i] == want {
-				v.site, found = f, true
-				break
-			}
-		}
-		if found {
-			break
-		}
-	}
-	if !found {
-		for _, f := range frames {
-			if IsPython(f) {
-				v.site, found = f, true
-				break
-			}
-		}
-	}
-	if !found {
-		// Native frames only: an allocation of the autograd engine's
-		// thread is best named by the backward node that made it (the
-		// frame the engine's Node::operator() calls: a generated
-		// XBackward0::apply, AccumulateGrad::apply for gradients, ...).
-		for i, f := range frames {
-			if i > 0 && strings.Contains(f.Name, "torch::autograd::Node::operator()") {
-				v.site, found = frames[i-1], true
-				break
-			}
-		}
-		for _, f := range frames {
-			if found {
-				break
-			}
-			if strings.Contains(f.Name, "autograd::generated::") && strings.Contains(f.Name, "Backward") {
-				v.site, found = f, true
-			}
-		}
-	}
-	if !found {
-		for _, f := range frames {
-			if !Filtered(f) {
-				v.site = f
-				break
-			}
-		}
-	}
+	kinds := fr.kindsOf(id)
+	v.site = siteOf(func(i int) snapshot.Frame { return frames[i] }, kinds)
 	// The frames shown: without internal ones unless all are asked for;
 	// a stack of internal frames only keeps its Python frames, or its
 	// unfiltered native ones, so that it never shows as empty.
@@ -355,7 +306,98 @@ func (fr *Frames) view(id snapshot.StackID) *stackView {
 // Site returns the frame a stack's allocation is attributed to: the
 // innermost frame of the user's own code when there is one (see
 // ClassifyFrame), NoStackFrame for an empty stack.
-func (fr *Frames) Site(id snapshot.StackID) snapshot.Frame { return fr.view(id).site }
+func (fr *Frames) Site(id snapshot.StackID) snapshot.Frame {
+	if v, ok := fr.cache[id]; ok {
+		return v.site
+	}
+	if f, ok := fr.sites[id]; ok {
+		return f
+	}
+	ids := fr.stacks.Stack(id)
+	f := siteOf(func(i int) snapshot.Frame { return fr.stacks.Frame(ids[i]) }, fr.kindsOf(id))
+	fr.sites[id] = f
+	return f
+}
+
+// kindsOf classifies the frames of a stack, each frame once.
+func (fr *Frames) kindsOf(id snapshot.StackID) []FrameKind {
+	ids := fr.stacks.Stack(id)
+	kinds := make([]FrameKind, len(ids))
+	for i, f := range ids {
+		if int(f) >= len(fr.kinds) {
+			fr.kinds = append(fr.kinds, make([]uint8, fr.stacks.NumFrames()-len(fr.kinds))...)
+		}
+		k := fr.kinds[f]
+		if k == 0 {
+			k = uint8(ClassifyFrame(fr.stacks.Frame(f))) + 1
+			fr.kinds[f] = k
+		}
+		kinds[i] = FrameKind(k - 1)
+	}
+	return kinds
+}
+
+// siteOf picks the allocation site of a stack's frames (see Site).
+func siteOf(frame func(i int) snapshot.Frame, kinds []FrameKind) snapshot.Frame {
+	// The allocation site: the innermost user frame, else the innermost
+	// library frame, else the innermost Python frame, else the innermost
+	// native frame the viewers show.
+	site := NoStackFrame
+	found := false
+	for _, want := range []FrameKind{UserFrame, LibraryFrame} {
+		for i := range kinds {
+			f := frame(i)
+			if kinds[i] == want {
+				site, found = f, true
+				break
+			}
+		}
+		if found {
+			break
+		}
+	}
+	if !found {
+		for i := range kinds {
+			f := frame(i)
+			if IsPython(f) {
+				site, found = f, true
+				break
+			}
+		}
+	}
+	if !found {
+		// Native frames only: an allocation of the autograd engine's
+		// thread is best named by the backward node that made it (the
+		// frame the engine's Node::operator() calls: a generated
+		// XBackward0::apply, AccumulateGrad::apply for gradients, ...).
+		for i := range kinds {
+			f := frame(i)
+			if i > 0 && strings.Contains(f.Name, "torch::autograd::Node::operator()") {
+				site, found = frame(i-1), true
+				break
+			}
+		}
+		for i := range kinds {
+			f := frame(i)
+			if found {
+				break
+			}
+			if strings.Contains(f.Name, "autograd::generated::") && strings.Contains(f.Name, "Backward") {
+				site, found = f, true
+			}
+		}
+	}
+	if !found {
+		for i := range kinds {
+			f := frame(i)
+			if !Filtered(f) {
+				site = f
+				break
+			}
+		}
+	}
+	return site
+}
 
 // Shown returns the frames of a stack that reports show, innermost first
 // (shared: do not modify), and how many were hidden.
