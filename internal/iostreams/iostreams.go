@@ -4,6 +4,7 @@
 package iostreams
 
 import (
+	"bufio"
 	"bytes"
 	"io"
 	"os"
@@ -23,9 +24,11 @@ type IOStreams struct {
 	width     int
 }
 
-// System returns the process's standard streams.
+// System returns the process's standard streams. Out is buffered (a
+// table of a thousand rows is a few writes, not a thousand): Flush it
+// before the process exits.
 func System() *IOStreams {
-	s := &IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr}
+	s := &IOStreams{In: os.Stdin, Out: bufio.NewWriterSize(os.Stdout, 64<<10), ErrOut: os.Stderr}
 	s.stdoutTTY = term.IsTerminal(int(os.Stdout.Fd()))
 	s.stderrTTY = term.IsTerminal(int(os.Stderr.Fd()))
 	if s.stdoutTTY {
@@ -40,6 +43,14 @@ func System() *IOStreams {
 func Test() (*IOStreams, *bytes.Buffer, *bytes.Buffer, *bytes.Buffer) {
 	in, out, errOut := &bytes.Buffer{}, &bytes.Buffer{}, &bytes.Buffer{}
 	return &IOStreams{In: in, Out: out, ErrOut: errOut}, in, out, errOut
+}
+
+// Flush writes what Out still buffers.
+func (s *IOStreams) Flush() error {
+	if f, ok := s.Out.(interface{ Flush() error }); ok {
+		return f.Flush()
+	}
+	return nil
 }
 
 // IsStdoutTTY reports whether results go to a terminal.

@@ -5,6 +5,7 @@ package root
 import (
 	"errors"
 	"fmt"
+	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -65,6 +66,9 @@ func Main(f *command.Factory, args []string) (code int) {
 		}()
 		c, err = cmd.ExecuteC()
 	}()
+	if ferr := f.IO.Flush(); err == nil {
+		err = ferr
+	}
 	if p := (*parallel.PanicError)(nil); errors.As(err, &p) {
 		fmt.Fprintf(f.IO.ErrOut, "memstat: %v (a bug in memstat: please report it with the command line; MEMSTAT_TRACEBACK=1 prints where)\n", err)
 		if f.Getenv != nil && f.Getenv("MEMSTAT_TRACEBACK") != "" {
@@ -72,7 +76,9 @@ func Main(f *command.Factory, args []string) (code int) {
 		}
 		return command.ExitError
 	}
-	if err == nil {
+	if err == nil || errors.Is(err, syscall.EPIPE) {
+		// A reader that closed the pipe (memstat trace | head) has what
+		// it wanted: that is no failure.
 		return command.ExitOK
 	}
 	var cf *command.CheckFailedError
