@@ -2,7 +2,9 @@ package analysis
 
 import (
 	"container/heap"
+	"errors"
 	"fmt"
+	"io"
 	"math"
 	"strconv"
 	"strings"
@@ -39,7 +41,9 @@ type TraceEvent struct {
 	// without frames the site of the allocation it frees (SiteOfAlloc).
 	Site        snapshot.Frame `json:"-"`
 	SiteOfAlloc bool           `json:"site_of_alloc,omitempty"`
-	Phase       string         `json:"phase,omitempty"`
+	// SiteStack is the stack Site comes from (NoStack: none).
+	SiteStack snapshot.StackID `json:"-"`
+	Phase     string           `json:"phase,omitempty"`
 }
 
 // BoundKind says what a trace bound counts.
@@ -214,18 +218,96 @@ func AllocName(k int) string {
 	return string(b)
 }
 
-// ListTrace replays a device's trace to locate every block in its segment
-// and name every allocation, and returns the selected entries.
+// ListTrace is WalkTrace collecting the selected entries of an already
+// replayed device.
 func ListTrace(rp *Replayed, fr *Frames, q TraceQuery) (*TraceList, error) {
-	trace := rp.Trace()
-	first := rp.FirstTimeUS()
-	tl := &TraceList{
-		Device:        rp.Device,
-		Entries:       len(trace),
-		Final:         rp.MomentAt(len(trace) - 1),
-		PeakAllocated: rp.MomentAt(rp.Result.PeakAllocated.Index),
-		PeakReserved:  rp.MomentAt(rp.Result.PeakReserved.Index),
+	var events []TraceEvent
+	sum, err := WalkTrace(rp.Snap, rp.Device, fr, q, func(ev *TraceEvent) error {
+		events = append(events, *ev)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
+	return &TraceList{Device: rp.Device, Entries: sum.Entries, Events: events,
+		Final: sum.Final, PeakAllocated: sum.PeakAllocated, PeakReserved: sum.PeakReserved}, nil
+}
+
+// TraceSummary is what a walk of a trace ends with.
+type TraceSummary struct {
+	Device  int
+	Entries int
+	// Shown counts the entries the query selected.
+	Shown int
+	// Final is the moment after the last entry; PeakAllocated when
+	// allocated memory peaked (the whole trace, not just the selection).
+	Final, PeakAllocated, PeakReserved Moment
+	// Result is the replay's result (version, warnings, figures).
+	Result *allocator.ReplayResult
+}
+
+// TraceWalk is one device's trace being listed: BeginTrace, then Run.
+type TraceWalk struct {
+	r     *allocator.Replay
+	snap  *snapshot.Snapshot
+	dev   int
+	first int64
+	// onEvent is what Run does after each entry.
+	onEvent func(i int, e *snapshot.TraceEntry, a *allocator.Allocator)
+}
+
+// BeginTrace prepares the walk of device's trace: it rebuilds the state
+// at the start of the trace (which needs the whole trace and the final
+// segments) but applies no entry yet.
+func BeginTrace(s *snapshot.Snapshot, device int) (*TraceWalk, error) {
+	w := &TraceWalk{snap: s, dev: device}
+	if t := s.Trace(device); len(t) > 0 {
+		w.first = t[0].TimeUS
+	}
+	var err error
+	w.r, err = allocator.NewReplay(s, allocator.ReplayOptions{Device: device, OnEvent: func(i int, e snapshot.TraceEntry, a *allocator.Allocator) {
+		if w.onEvent != nil {
+			w.onEvent(i, &e, a)
+		}
+	}})
+	if err != nil {
+		return nil, fmt.Errorf("device %d: %w", device, err)
+	}
+	return w, nil
+}
+
+// Version is the PyTorch release the replay simulates.
+func (w *TraceWalk) Version() string { return w.r.Config().Version.String() }
+
+// Entries is the length of the trace.
+func (w *TraceWalk) Entries() int { return w.r.Len() }
+
+// Applied is how many entries the walk has applied so far.
+func (w *TraceWalk) Applied() int { return w.r.Pos() }
+
+// FirstTimeUS is the time of the first entry (0: none, or no time_us).
+func (w *TraceWalk) FirstTimeUS() int64 { return w.first }
+
+// WalkTrace replays a device's trace in follow mode, locating every block
+// in its segment and naming every allocation, and hands each selected
+// entry to emit as soon as it is applied. See TraceWalk.Run.
+func WalkTrace(s *snapshot.Snapshot, device int, fr *Frames, q TraceQuery, emit func(*TraceEvent) error) (*TraceSummary, error) {
+	w, err := BeginTrace(s, device)
+	if err != nil {
+		return nil, err
+	}
+	return w.Run(fr, q, emit)
+}
+
+// Run applies the trace and hands each entry q selects to emit as soon as
+// it is applied: a listing streams, and the walk holds only the live
+// blocks' names, never the list. The event passed to emit is reused for
+// the next entry. An error of emit stops the walk and is returned as it is
+// (a closed pipe ends a listing early).
+func (w *TraceWalk) Run(fr *Frames, q TraceQuery, emit func(*TraceEvent) error) (*TraceSummary, error) {
+	s, r, first := w.snap, w.r, w.first
+	trace := r.Trace()
+	phases := PhasesOf(s, w.dev)
 	type live struct {
 		name  int
 		named bool
@@ -234,7 +316,7 @@ func ListTrace(rp *Replayed, fr *Frames, q TraceQuery) (*TraceList, error) {
 		off   int64
 		ok    bool
 	}
-	blocks := map[uint64]*live{}
+	blocks := map[uint64]live{}
 	var nm names
 	locate := func(a *allocator.Allocator, addr uint64) (uint64, int64, bool) {
 		if b, ok := a.BlockAt(addr); ok {
@@ -242,22 +324,45 @@ func ListTrace(rp *Replayed, fr *Frames, q TraceQuery) (*TraceList, error) {
 		}
 		return 0, 0, false
 	}
-	r, err := allocator.NewReplay(rp.Snap, allocator.ReplayOptions{Device: rp.Device, OnEvent: func(i int, e snapshot.TraceEntry, a *allocator.Allocator) {
-		ev := TraceEvent{
-			Index: i, TimeUS: e.TimeUS, Action: e.Action.String(), Addr: e.Addr, Size: e.Size, Stream: rp.Snap.Stream(&e),
-			Allocated: rp.AllocatedAt(i), Reserved: rp.ReservedAt(i), Site: NoStackFrame, Phase: rp.Phases.At(e.TimeUS),
+	sum := &TraceSummary{Device: w.dev, Entries: len(trace)}
+	st := r.Allocator().Stats()
+	startAlloc, startRes := st.AllocatedBytes[allocator.PoolAll].Current, st.ReservedBytes[allocator.PoolAll].Current
+	// The replay's peaks (the entry after which each was first reached)
+	// are known at the end; the figures after that entry are kept here
+	// when the peak counter rises. The entries one allocator call produces
+	// share one state, so the call's first entry has the figures of its
+	// last, where the replay places the peak.
+	peakAlloc, peakRes := startAlloc, startRes
+	type figures struct{ alloc, res int64 }
+	atPeakAlloc, atPeakRes := figures{startAlloc, startRes}, figures{startAlloc, startRes}
+	last := figures{startAlloc, startRes}
+	var emitErr error
+	var ev TraceEvent
+	w.onEvent = func(i int, e *snapshot.TraceEntry, a *allocator.Allocator) {
+		st := a.Stats()
+		cur := figures{st.AllocatedBytes[allocator.PoolAll].Current, st.ReservedBytes[allocator.PoolAll].Current}
+		last = cur
+		if p := st.AllocatedBytes[allocator.PoolAll].Peak; p > peakAlloc {
+			peakAlloc, atPeakAlloc = p, cur
+		}
+		if p := st.ReservedBytes[allocator.PoolAll].Peak; p > peakRes {
+			peakRes, atPeakRes = p, cur
+		}
+		ev = TraceEvent{
+			Index: i, TimeUS: e.TimeUS, Action: e.Action.String(), Addr: e.Addr, Size: e.Size, Stream: s.Stream(e),
+			Allocated: cur.alloc, Reserved: cur.res, Site: NoStackFrame, SiteStack: snapshot.NoStack, Phase: phases.At(e.TimeUS),
 		}
 		if e.TimeUS != 0 && first != 0 {
 			ev.Seconds = float64(e.TimeUS-first) / 1e6
 		}
 		if e.Stack != snapshot.NoStack {
-			ev.Site = fr.Site(e.Stack)
+			ev.Site, ev.SiteStack = fr.Site(e.Stack), e.Stack
 		}
 		switch e.Action {
 		case snapshot.ActionAlloc:
-			l := &live{name: nm.take(), named: true, stack: e.Stack}
+			l := live{name: nm.take(), named: true, stack: e.Stack}
 			l.seg, l.off, l.ok = locate(a, e.Addr)
-			if old := blocks[e.Addr]; old != nil && old.named {
+			if old, ok := blocks[e.Addr]; ok && old.named {
 				// The free of the block before was never recorded.
 				nm.give(old.name)
 			}
@@ -265,10 +370,9 @@ func ListTrace(rp *Replayed, fr *Frames, q TraceQuery) (*TraceList, error) {
 			ev.Name = AllocName(l.name)
 			ev.Segment, ev.Offset, ev.Located = l.seg, l.off, l.ok
 		case snapshot.ActionFreeRequested, snapshot.ActionFreeCompleted, snapshot.ActionFree:
-			l := blocks[e.Addr]
-			if l == nil {
+			l, ok := blocks[e.Addr]
+			if !ok {
 				// Allocated before the trace began.
-				l = &live{}
 				if b, ok := a.BlockAt(e.Addr); ok {
 					l.stack = b.Stack
 				}
@@ -280,7 +384,7 @@ func ListTrace(rp *Replayed, fr *Frames, q TraceQuery) (*TraceList, error) {
 			}
 			ev.Segment, ev.Offset, ev.Located = l.seg, l.off, l.ok
 			if e.Stack == snapshot.NoStack && l.stack != snapshot.NoStack {
-				ev.Site, ev.SiteOfAlloc = fr.Site(l.stack), true
+				ev.Site, ev.SiteStack, ev.SiteOfAlloc = fr.Site(l.stack), l.stack, true
 			}
 			if e.Action != snapshot.ActionFreeRequested {
 				if l.named {
@@ -295,15 +399,37 @@ func ListTrace(rp *Replayed, fr *Frames, q TraceQuery) (*TraceList, error) {
 		case snapshot.ActionOOM:
 			ev.DeviceFree, ev.Addr = e.DeviceFree(), 0
 		}
-		if q.match(i, &e, first) {
-			tl.Events = append(tl.Events, ev)
+		if emitErr == nil && q.match(i, e, first) {
+			sum.Shown++
+			emitErr = emit(&ev)
 		}
-	}})
-	if err != nil {
-		return nil, fmt.Errorf("device %d: %w", rp.Device, err)
 	}
-	if _, err := r.Run(); err != nil {
-		return nil, fmt.Errorf("device %d: %w", rp.Device, err)
+	defer func() { w.onEvent = nil }()
+	for emitErr == nil {
+		if err := r.Step(); err != nil {
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			return nil, fmt.Errorf("device %d: %w", w.dev, err)
+		}
 	}
-	return tl, nil
+	if emitErr != nil {
+		return nil, emitErr
+	}
+	sum.Result = r.Result()
+	moment := func(i int, f figures) Moment {
+		m := Moment{Index: i, Allocated: f.alloc, Reserved: f.res}
+		if i >= 0 && i < len(trace) {
+			m.TimeUS = trace[i].TimeUS
+			if m.TimeUS != 0 && first != 0 {
+				m.Seconds = float64(m.TimeUS-first) / 1e6
+			}
+			m.Phase = phases.At(m.TimeUS)
+		}
+		return m
+	}
+	sum.Final = moment(len(trace)-1, last)
+	sum.PeakAllocated = moment(sum.Result.PeakAllocated.Index, atPeakAlloc)
+	sum.PeakReserved = moment(sum.Result.PeakReserved.Index, atPeakRes)
+	return sum, nil
 }

@@ -24,16 +24,16 @@ func Where(ev analysis.TraceEvent) string {
 	return fmt.Sprintf("seg 0x%x+0x%x", ev.Segment, ev.Offset)
 }
 
-// TraceTable lists trace events: index, time since the first entry,
-// action, allocation name, size, stream, where the block lives, the
-// allocated memory after the event and the allocation site.
-func TraceTable(events []analysis.TraceEvent, withTime bool) *Table {
-	t := &Table{}
-	t.Columns = append(t.Columns, Column{Name: "#", Key: "index", Align: Right})
+// TraceColumns are the columns of a trace listing: index, time since the
+// first entry (withTime), action, allocation name, size, stream, where the
+// block lives, the allocated memory after the event and the allocation
+// site.
+func TraceColumns(withTime bool) []Column {
+	cols := []Column{{Name: "#", Key: "index", Align: Right}}
 	if withTime {
-		t.Columns = append(t.Columns, Column{Name: "Time", Key: "seconds", Align: Right})
+		cols = append(cols, Column{Name: "Time", Key: "seconds", Align: Right})
 	}
-	t.Columns = append(t.Columns,
+	return append(cols,
 		Column{Name: "Action", Key: "action"},
 		Column{Name: "Name", Key: "name"},
 		Column{Name: "Size", Key: "size", Align: Right},
@@ -42,23 +42,39 @@ func TraceTable(events []analysis.TraceEvent, withTime bool) *Table {
 		Column{Name: "Allocated after", Key: "allocated", Align: Right},
 		Column{Name: "Frame", Key: "frame"},
 	)
-	for _, ev := range events {
+}
+
+// TraceName is an event's allocation name, "-" for a free of a block
+// allocated before the trace began.
+func TraceName(ev *analysis.TraceEvent) string {
+	if ev.Name == "" && (ev.Action == "free_requested" || ev.Action == "free_completed" || ev.Action == "free") {
+		return "-"
+	}
+	return ev.Name
+}
+
+// TraceFrame is an event's allocation site as the listing shows it.
+func TraceFrame(ev *analysis.TraceEvent) string {
+	switch {
+	case ev.Site == analysis.NoStackFrame:
+		return ""
+	case ev.SiteOfAlloc:
+		return "(allocated at) " + analysis.FrameString(ev.Site)
+	}
+	return analysis.FrameString(ev.Site)
+}
+
+// TraceTable lists trace events (see TraceColumns).
+func TraceTable(events []analysis.TraceEvent, withTime bool) *Table {
+	t := &Table{Columns: TraceColumns(withTime)}
+	for i := range events {
+		ev := &events[i]
 		cells := []Cell{Int(int64(ev.Index))}
 		if withTime {
 			cells = append(cells, Cell{Raw: ev.Seconds, Text: Seconds(ev.Seconds)})
 		}
-		name := ev.Name
-		if name == "" && (ev.Action == "free_requested" || ev.Action == "free_completed" || ev.Action == "free") {
-			name = "-"
-		}
-		frame := analysis.FrameString(ev.Site)
-		if ev.Site == analysis.NoStackFrame {
-			frame = ""
-		} else if ev.SiteOfAlloc {
-			frame = "(allocated at) " + frame
-		}
-		cells = append(cells, Str(ev.Action), Str(name), Bytes(ev.Size), Stream(ev.Stream), Str(Where(ev)),
-			Bytes(ev.Allocated), Str(frame))
+		cells = append(cells, Str(ev.Action), Str(TraceName(ev)), Bytes(ev.Size), Stream(ev.Stream), Str(Where(*ev)),
+			Bytes(ev.Allocated), Str(TraceFrame(ev)))
 		t.Add(cells...)
 	}
 	return t

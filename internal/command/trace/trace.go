@@ -3,9 +3,14 @@
 package trace
 
 import (
+	"bufio"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -13,6 +18,7 @@ import (
 	"github.com/memstat/memstat/internal/iostreams"
 	"github.com/memstat/memstat/pkg/analysis"
 	"github.com/memstat/memstat/pkg/report"
+	"github.com/memstat/memstat/pkg/snapshot"
 )
 
 // Options are `memstat trace`'s inputs.
@@ -29,6 +35,9 @@ type Options struct {
 	AllFrames bool
 
 	query analysis.TraceQuery
+	// walk is the device's trace being listed (tests look at how far it
+	// is when a line is written).
+	walk *analysis.TraceWalk
 }
 
 // NewCmdTrace returns the trace command. runF replaces runTrace in tests
@@ -135,11 +144,6 @@ func parseAddr(s string) (uint64, error) {
 	return a, nil
 }
 
-type deviceTrace struct {
-	rp *analysis.Replayed
-	tl *analysis.TraceList
-}
-
 func runTrace(opts *Options) error {
 	snap, err := command.LoadSnapshot(opts.IO.ErrOut, opts.File)
 	if err != nil {
@@ -158,89 +162,279 @@ func runTrace(opts *Options) error {
 			}
 		}
 	}
+	// The listing streams: each entry is printed as the replay applies
+	// it, through a buffer that is flushed once the first screen is out
+	// and then whenever it fills or some time has passed.
+	out := newFlusher(opts.IO.Out)
+	var p printer
+	if opts.Format == report.JSON {
+		p = newJSONLines(out, opts)
+	} else {
+		p = newTextTrace(out, opts)
+	}
 	fr := analysis.NewFrames(snap.Stacks, opts.AllFrames)
-	var out []deviceTrace
+	if len(devices) == 0 {
+		p.noTrace()
+	}
 	for _, d := range devices {
-		rp, err := command.ReplayDevice(opts.IO.ErrOut, opts.File, snap, d)
-		if err != nil {
-			return err
-		}
-		tl, err := analysis.ListTrace(rp, fr, opts.query)
+		w, err := analysis.BeginTrace(snap, d)
 		if err != nil {
 			return fmt.Errorf("%s: %w", opts.File, err)
 		}
-		out = append(out, deviceTrace{rp, tl})
+		opts.walk = w
+		if err := p.begin(d, w); err != nil {
+			return err
+		}
+		sum, err := w.Run(fr, opts.query, func(ev *analysis.TraceEvent) error {
+			if err := p.event(ev); err != nil {
+				return err
+			}
+			return out.tick()
+		})
+		if err != nil {
+			if out.failed(err) {
+				return err
+			}
+			return fmt.Errorf("%s: %w", opts.File, err)
+		}
+		for _, w := range sum.Result.Warnings {
+			fmt.Fprintf(opts.IO.ErrOut, "memstat: %s: device %d: %s\n", opts.File, d, w)
+		}
+		if err := p.end(sum); err != nil {
+			return err
+		}
 	}
-	if opts.Format == report.JSON {
-		return report.WriteJSON(opts.IO.Out, jsonTrace(opts, out))
-	}
-	return writeText(opts, out)
+	return out.Flush()
 }
 
 // noTrace says why a snapshot without a trace has none.
 const noTrace = "no trace: the snapshot records no allocator events (memory history was not recorded with torch.cuda.memory._record_memory_history(), or the file is from PyTorch 1.13, whose snapshots have none); memstat segments shows its state"
 
-func writeText(opts *Options, devices []deviceTrace) error {
-	doc := report.NewDoc(opts.IO.Out, opts.Format)
-	if len(devices) == 0 {
-		doc.Line("%s", noTrace)
+// printer writes the listing as the walk goes.
+type printer interface {
+	noTrace()
+	begin(device int, w *analysis.TraceWalk) error
+	event(ev *analysis.TraceEvent) error
+	end(sum *analysis.TraceSummary) error
+}
+
+// flusher buffers the listing and flushes it when the first screen is
+// out (firstScreen bytes) and then at most every flushEvery, so that a
+// pager shows lines at once and a file gets few large writes.
+type flusher struct {
+	*bufio.Writer
+	first bool
+	last  time.Time
+	// err is the first write error, which ends the listing.
+	err error
+}
+
+const (
+	firstScreen = 8 << 10
+	flushEvery  = 100 * time.Millisecond
+)
+
+func newFlusher(w io.Writer) *flusher {
+	bw, ok := w.(*bufio.Writer) // memstat's stdout is one already
+	if !ok {
+		bw = bufio.NewWriterSize(w, 64<<10)
 	}
-	for _, d := range devices {
-		tl := d.tl
-		doc.Section(command.DeviceTitle(opts.File, d.rp))
-		withTime := d.rp.FirstTimeUS() != 0
-		if len(tl.Events) == 0 {
-			doc.Line("no entry of the %d matches", tl.Entries)
-		} else {
-			doc.Table(report.TraceTable(tl.Events, withTime))
-		}
-		doc.Line("%d of %d entries shown; after the last entry: %s allocated, %s reserved; peak allocated %s %s; peak reserved %s %s",
-			len(tl.Events), tl.Entries,
-			report.Size(tl.Final.Allocated), report.Size(tl.Final.Reserved),
-			report.Size(tl.PeakAllocated.Allocated), report.MomentText(tl.PeakAllocated, tl.Entries),
-			report.Size(tl.PeakReserved.Reserved), report.MomentText(tl.PeakReserved, tl.Entries))
+	return &flusher{Writer: bw, first: true, last: time.Now()}
+}
+
+// tick flushes the buffer when the first screen is in it, or when the
+// last flush is some time ago; it returns the first write error.
+func (f *flusher) tick() error {
+	if f.err != nil {
+		return f.err
 	}
-	return doc.Err()
+	if f.first && f.Buffered() >= firstScreen {
+		f.first = false
+		f.err = f.Writer.Flush()
+		f.last = time.Now()
+	} else if !f.first && f.Buffered() > 0 && time.Since(f.last) >= flushEvery {
+		f.err = f.Writer.Flush()
+		f.last = time.Now()
+	}
+	if f.err == nil {
+		// bufio.Writer keeps a write error too.
+		_, f.err = f.Write(nil)
+	}
+	return f.err
+}
+
+// failed reports whether err is the output's own write error.
+func (f *flusher) failed(err error) bool { return f.err != nil && errors.Is(err, f.err) }
+
+// textTrace writes the listing as a text or markdown document, each
+// device's entries a table streamed row by row.
+type textTrace struct {
+	doc      *report.Doc
+	opts     *Options
+	format   report.Format
+	table    *report.TableStream
+	withTime bool
+	cells    []string
+	frames   map[frameKey]string
+}
+
+type frameKey struct {
+	stack   snapshot.StackID
+	ofAlloc bool
+}
+
+func newTextTrace(w io.Writer, opts *Options) *textTrace {
+	return &textTrace{doc: report.NewDoc(w, opts.Format), opts: opts, format: opts.Format, frames: map[frameKey]string{}}
+}
+
+func (t *textTrace) noTrace() { t.doc.Line("%s", noTrace) }
+
+func (t *textTrace) begin(device int, w *analysis.TraceWalk) error {
+	t.doc.Section(report.DeviceTitle(t.opts.File, device, w.Version()))
+	t.withTime = w.FirstTimeUS() != 0
+	t.table = nil
+	return t.doc.Err()
+}
+
+func (t *textTrace) event(ev *analysis.TraceEvent) error {
+	if t.table == nil {
+		cols := report.TraceColumns(t.withTime)
+		t.table = report.NewTableStream(t.doc.BeginBlock(), t.format, cols, 0)
+		t.cells = make([]string, len(cols))
+	}
+	c := t.cells[:0]
+	c = append(c, strconv.Itoa(ev.Index))
+	if t.withTime {
+		c = append(c, report.Seconds(ev.Seconds))
+	}
+	k := frameKey{ev.SiteStack, ev.SiteOfAlloc}
+	frame, ok := t.frames[k]
+	if !ok {
+		frame = report.TraceFrame(ev)
+		t.frames[k] = frame
+	}
+	c = append(c, ev.Action, report.TraceName(ev), report.Size(ev.Size), report.Stream(ev.Stream).Text,
+		report.Where(*ev), report.Size(ev.Allocated), frame)
+	return t.table.Row(c)
+}
+
+func (t *textTrace) end(sum *analysis.TraceSummary) error {
+	if t.table == nil {
+		t.doc.Line("no entry of the %d matches", sum.Entries)
+	} else {
+		t.doc.EndBlock(t.table.Close())
+	}
+	t.doc.Line("%d of %d entries shown; after the last entry: %s allocated, %s reserved; peak allocated %s %s; peak reserved %s %s",
+		sum.Shown, sum.Entries,
+		report.Size(sum.Final.Allocated), report.Size(sum.Final.Reserved),
+		report.Size(sum.PeakAllocated.Allocated), report.MomentText(sum.PeakAllocated, sum.Entries),
+		report.Size(sum.PeakReserved.Reserved), report.MomentText(sum.PeakReserved, sum.Entries))
+	return t.doc.Err()
+}
+
+// jsonLines writes the listing as JSON Lines: a header, then for each
+// device a "device" record, an "event" record per entry shown and a
+// "summary" record; each record names its file and device.
+type jsonLines struct {
+	enc    *json.Encoder
+	opts   *Options
+	dev    int
+	ev     jsonEvent
+	frames map[snapshot.StackID]*report.FrameJSON
+}
+
+// schemaVersion is the version of the records' shape (see README.md,
+// "JSON Lines"); a change of shape bumps it.
+const schemaVersion = 1
+
+type jsonHeader struct {
+	Record        string `json:"record"`
+	SchemaVersion int    `json:"schema_version"`
+	Command       string `json:"command"`
+	Inputs        struct {
+		Files   []string          `json:"files"`
+		Options map[string]string `json:"options"`
+	} `json:"inputs"`
+}
+
+type jsonRecord struct {
+	Record string `json:"record"`
+	File   string `json:"file"`
+	Device *int   `json:"device,omitempty"`
 }
 
 type jsonEvent struct {
+	jsonRecord
 	analysis.TraceEvent
 	Where string            `json:"where"`
 	Frame *report.FrameJSON `json:"frame"`
 }
 
-type jsonDevice struct {
-	Device        int             `json:"device"`
-	TorchVersion  string          `json:"torch_version"`
-	Entries       int             `json:"trace_entries"`
-	Events        []jsonEvent     `json:"events"`
-	Final         analysis.Moment `json:"final"`
-	PeakAllocated analysis.Moment `json:"peak_allocated"`
-	PeakReserved  analysis.Moment `json:"peak_reserved"`
+func newJSONLines(w io.Writer, opts *Options) *jsonLines {
+	j := &jsonLines{enc: json.NewEncoder(w), opts: opts, frames: map[snapshot.StackID]*report.FrameJSON{}}
+	j.enc.SetEscapeHTML(false)
+	h := jsonHeader{Record: "header", SchemaVersion: schemaVersion, Command: "trace"}
+	h.Inputs.Files = []string{opts.File}
+	h.Inputs.Options = opts.options()
+	j.enc.Encode(h)
+	return j
 }
 
-func jsonTrace(opts *Options, devices []deviceTrace) any {
-	out := struct {
-		File    string       `json:"file"`
-		Note    string       `json:"note,omitempty"`
-		Devices []jsonDevice `json:"devices"`
-	}{File: opts.File, Devices: []jsonDevice{}}
-	if len(devices) == 0 {
-		out.Note = noTrace
-	}
-	for _, d := range devices {
-		tl := d.tl
-		jd := jsonDevice{Device: tl.Device, TorchVersion: d.rp.Result.Version, Entries: tl.Entries, Events: []jsonEvent{},
-			Final: tl.Final, PeakAllocated: tl.PeakAllocated, PeakReserved: tl.PeakReserved}
-		for _, ev := range tl.Events {
-			je := jsonEvent{TraceEvent: ev, Where: report.Where(ev)}
-			if ev.Site != analysis.NoStackFrame {
-				f := report.FrameRecord(ev.Site)
-				je.Frame = &f
-			}
-			jd.Events = append(jd.Events, je)
+// options are the flags given, as typed (what reproduces the listing).
+func (o *Options) options() map[string]string {
+	m := map[string]string{}
+	for k, v := range map[string]string{"from": o.From, "to": o.To, "action": o.Action, "min-size": o.MinSize, "addr": o.Addr} {
+		if v != "" {
+			m[k] = v
 		}
-		out.Devices = append(out.Devices, jd)
 	}
-	return out
+	if o.Device >= 0 {
+		m["device"] = strconv.Itoa(o.Device)
+	}
+	if o.AllFrames {
+		m["all-frames"] = "true"
+	}
+	return m
+}
+
+func (j *jsonLines) noTrace() {
+	j.enc.Encode(struct {
+		jsonRecord
+		Note string `json:"note"`
+	}{jsonRecord{Record: "note", File: j.opts.File}, noTrace})
+}
+
+func (j *jsonLines) begin(device int, w *analysis.TraceWalk) error {
+	j.dev = device
+	return j.enc.Encode(struct {
+		jsonRecord
+		TorchVersion string `json:"torch_version"`
+		Entries      int    `json:"trace_entries"`
+	}{jsonRecord{Record: "device", File: j.opts.File, Device: &j.dev}, w.Version(), w.Entries()})
+}
+
+func (j *jsonLines) event(ev *analysis.TraceEvent) error {
+	je := &j.ev
+	*je = jsonEvent{jsonRecord: jsonRecord{Record: "event", File: j.opts.File, Device: &j.dev}, TraceEvent: *ev, Where: report.Where(*ev)}
+	if ev.Site != analysis.NoStackFrame {
+		f, ok := j.frames[ev.SiteStack]
+		if !ok {
+			r := report.FrameRecord(ev.Site)
+			f = &r
+			j.frames[ev.SiteStack] = f
+		}
+		je.Frame = f
+	}
+	return j.enc.Encode(je)
+}
+
+func (j *jsonLines) end(sum *analysis.TraceSummary) error {
+	return j.enc.Encode(struct {
+		jsonRecord
+		Shown         int             `json:"shown"`
+		Entries       int             `json:"trace_entries"`
+		Final         analysis.Moment `json:"final"`
+		PeakAllocated analysis.Moment `json:"peak_allocated"`
+		PeakReserved  analysis.Moment `json:"peak_reserved"`
+	}{jsonRecord{Record: "summary", File: j.opts.File, Device: &j.dev}, sum.Shown, sum.Entries, sum.Final, sum.PeakAllocated, sum.PeakReserved})
 }

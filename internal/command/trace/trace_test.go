@@ -23,38 +23,104 @@ func execTrace(t *testing.T, args ...string) (string, string, error) {
 	return cmdtest.Run(t, func(f *command.Factory) *cobra.Command { return NewCmdTrace(f, nil) }, args...)
 }
 
-type traceJSON struct {
-	Note    string `json:"note"`
-	Devices []struct {
-		Device  int `json:"device"`
-		Entries int `json:"trace_entries"`
-		Events  []struct {
-			Index     int     `json:"index"`
-			Seconds   float64 `json:"seconds"`
-			Action    string  `json:"action"`
-			Name      string  `json:"name"`
-			Size      int64   `json:"size"`
-			Addr      uint64  `json:"addr"`
-			Segment   uint64  `json:"segment"`
-			Offset    int64   `json:"offset"`
-			Located   bool    `json:"located"`
-			Allocated int64   `json:"allocated_bytes"`
-			Where     string  `json:"where"`
-		} `json:"events"`
-		Final struct {
-			Allocated int64 `json:"allocated_bytes"`
-		} `json:"final"`
-		PeakAllocated struct {
-			Allocated int64 `json:"allocated_bytes"`
-		} `json:"peak_allocated"`
-	} `json:"devices"`
+type traceEvent struct {
+	Record    string  `json:"record"`
+	File      string  `json:"file"`
+	Device    *int    `json:"device"`
+	Index     int     `json:"index"`
+	Seconds   float64 `json:"seconds"`
+	Action    string  `json:"action"`
+	Name      string  `json:"name"`
+	Size      int64   `json:"size"`
+	Addr      uint64  `json:"addr"`
+	Segment   uint64  `json:"segment"`
+	Offset    int64   `json:"offset"`
+	Located   bool    `json:"located"`
+	Allocated int64   `json:"allocated_bytes"`
+	Where     string  `json:"where"`
 }
 
+type traceDevice struct {
+	Device  int `json:"device"`
+	Entries int `json:"trace_entries"`
+	Shown   int `json:"shown"`
+	Events  []traceEvent
+	Final   struct {
+		Allocated int64 `json:"allocated_bytes"`
+	} `json:"final"`
+	PeakAllocated struct {
+		Index     int   `json:"index"`
+		Allocated int64 `json:"allocated_bytes"`
+	} `json:"peak_allocated"`
+	summarized bool
+}
+
+type traceJSON struct {
+	Header struct {
+		SchemaVersion int    `json:"schema_version"`
+		Command       string `json:"command"`
+		Inputs        struct {
+			Files   []string          `json:"files"`
+			Options map[string]string `json:"options"`
+		} `json:"inputs"`
+	}
+	Note    string
+	Devices []*traceDevice
+}
+
+// parse reads trace's JSON Lines: a header first, then per device a
+// device record, its events and a summary, each naming file and device.
 func parse(t *testing.T, out string) traceJSON {
 	t.Helper()
 	var got traceJSON
-	if err := json.Unmarshal([]byte(out), &got); err != nil {
-		t.Fatalf("not one JSON object: %v", err)
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	if err := json.Unmarshal([]byte(lines[0]), &got.Header); err != nil || !strings.Contains(lines[0], `"record":"header"`) {
+		t.Fatalf("first line is not the header: %q (%v)", lines[0], err)
+	}
+	if got.Header.SchemaVersion != 1 || got.Header.Command != "trace" || len(got.Header.Inputs.Files) != 1 {
+		t.Fatalf("header %+v", got.Header)
+	}
+	var cur *traceDevice
+	for n, line := range lines[1:] {
+		var rec traceEvent
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("line %d is not one JSON object: %v: %q", n+2, err, line)
+		}
+		if rec.File != got.Header.Inputs.Files[0] {
+			t.Fatalf("line %d: file %q", n+2, rec.File)
+		}
+		if rec.Record != "note" && (rec.Device == nil || cur != nil && rec.Record != "device" && *rec.Device != cur.Device) {
+			t.Fatalf("line %d: device %v", n+2, rec.Device)
+		}
+		switch rec.Record {
+		case "note":
+			var note struct{ Note string }
+			json.Unmarshal([]byte(line), &note)
+			got.Note = note.Note
+		case "device":
+			if cur != nil && !cur.summarized {
+				t.Fatalf("line %d: device %d has no summary", n+2, cur.Device)
+			}
+			cur = &traceDevice{}
+			json.Unmarshal([]byte(line), cur)
+			got.Devices = append(got.Devices, cur)
+		case "event":
+			if cur == nil || cur.summarized {
+				t.Fatalf("line %d: an event outside a device", n+2)
+			}
+			cur.Events = append(cur.Events, rec)
+		case "summary":
+			json.Unmarshal([]byte(line), cur)
+			cur.summarized = true
+			if cur.Shown != len(cur.Events) {
+				t.Fatalf("device %d: summary says %d shown, %d listed", cur.Device, cur.Shown, len(cur.Events))
+			}
+		default:
+			t.Fatalf("line %d: record %q", n+2, rec.Record)
+		}
+	}
+	if cur != nil && !cur.summarized {
+		t.Fatalf("device %d has no summary", cur.Device)
 	}
 	return got
 }
@@ -126,6 +192,9 @@ func TestEveryRealSnapshot(t *testing.T) {
 							delete(names, ev.Addr)
 						}
 					}
+				}
+				if want := rp.MomentAt(rp.Result.PeakAllocated.Index); d.PeakAllocated.Index != want.Index || d.PeakAllocated.Allocated != want.Allocated {
+					t.Errorf("device %d: peak allocated %+v, the replay's is %+v", d.Device, d.PeakAllocated, want)
 				}
 				last := d.Events[len(d.Events)-1]
 				if last.Allocated != d.Final.Allocated || d.PeakAllocated.Allocated != rp.Result.Stat("allocated_bytes.all.peak") {
