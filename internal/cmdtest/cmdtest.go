@@ -27,6 +27,7 @@ func Run(t testing.TB, newCmd func(*command.Factory) *cobra.Command, args ...str
 	cmd.SetErr(errOut)
 	cmd.SilenceUsage, cmd.SilenceErrors = true, true
 	err := cmd.Execute()
+	command.ReleaseHeapLimit()
 	o, e := out.String(), errOut.String()
 	for _, a := range args {
 		if !strings.ContainsRune(a, os.PathSeparator) {

@@ -7,12 +7,17 @@ import (
 	"github.com/memstat/memstat/pkg/snapshot"
 )
 
-// LoadSnapshot reads a snapshot and prints its warnings to errOut.
+// LoadSnapshot reads a snapshot and prints its warnings to errOut. It
+// keeps the command's heap within about the size of the files it loads
+// (a soft memory limit, lifted by ReleaseHeapLimit when the command
+// returns).
 func LoadSnapshot(errOut io.Writer, file string) (*snapshot.Snapshot, error) {
+	limitHeapFor(file)
 	s, err := snapshot.Load(file)
 	if err != nil {
 		return nil, err
 	}
+	heapLoaded(s)
 	for _, w := range WarningLines(file, s) {
 		fmt.Fprintln(errOut, w)
 	}

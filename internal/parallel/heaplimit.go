@@ -15,9 +15,9 @@ import (
 // a snapshot whose state outweighs its file (few trace entries, a million
 // blocks) is not starved into collecting without end.
 type HeapLimit struct {
-	file, budget int64
-	prev         int64
-	active       bool
+	file, need, budget int64
+	prev               int64
+	active             bool
 }
 
 const (
@@ -37,14 +37,24 @@ const (
 // stat or a gzip-compressed one (the decoded size is unknown); the
 // caller leaves it out when the user set GOMEMLIMIT.
 func LimitHeapToFile(path string, budget int64) *HeapLimit {
-	h := &HeapLimit{budget: budget}
+	h := NewHeapLimit(budget)
+	h.Add(path)
+	return h
+}
+
+// NewHeapLimit returns a limit of at most budget that files are added to;
+// it sets nothing yet.
+func NewHeapLimit(budget int64) *HeapLimit { return &HeapLimit{budget: budget} }
+
+// Add adds path's size to the limit, for a command that reads several
+// files (diff), and sets it; see LimitHeapToFile.
+func (h *HeapLimit) Add(path string) {
 	fi, err := os.Stat(path)
 	if err != nil || !fi.Mode().IsRegular() || isGzip(path) {
-		return h
+		return
 	}
-	h.file = fi.Size()
-	h.set(max(h.file, minHeapLimit))
-	return h
+	h.file += fi.Size()
+	h.apply()
 }
 
 // Loaded raises the limit to what replaying a loaded snapshot of entries
@@ -54,9 +64,24 @@ func (h *HeapLimit) Loaded(entries, blocks int) {
 	if !h.active {
 		return
 	}
-	need := int64(entries)*heapPerEntry + int64(blocks)*heapPerBlock
-	h.set(max(h.file, minHeapLimit, need+need/10))
+	h.need = heapNeed(entries, blocks)
+	h.apply()
 }
+
+// AddLoaded is Loaded for one more snapshot: the needs add up.
+func (h *HeapLimit) AddLoaded(entries, blocks int) {
+	if !h.active {
+		return
+	}
+	h.need += heapNeed(entries, blocks)
+	h.apply()
+}
+
+func heapNeed(entries, blocks int) int64 {
+	return int64(entries)*heapPerEntry + int64(blocks)*heapPerBlock
+}
+
+func (h *HeapLimit) apply() { h.set(max(h.file, minHeapLimit, h.need+h.need/10)) }
 
 // Release restores the limit there was before.
 func (h *HeapLimit) Release() {

@@ -66,6 +66,7 @@ func Main(f *command.Factory, args []string) (code int) {
 		}()
 		c, err = cmd.ExecuteC()
 	}()
+	command.ReleaseHeapLimit()
 	if ferr := f.IO.Flush(); err == nil {
 		err = ferr
 	}
