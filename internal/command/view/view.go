@@ -1,0 +1,182 @@
+// Package view is `memstat view`: a local web server with one page to
+// explore a snapshot interactively (pkg/report/webview), the heavy work
+// done in Go at the level of detail of the screen (pkg/view).
+package view
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"runtime"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/memstat/memstat/internal/command"
+	"github.com/memstat/memstat/internal/iostreams"
+	"github.com/memstat/memstat/pkg/report/webview"
+)
+
+// Options are `memstat view`'s inputs.
+type Options struct {
+	IO        *iostreams.IOStreams
+	File      string
+	Port      int
+	NoOpen    bool
+	Device    int
+	AllFrames bool
+	// Context stops the server when done (tests); the command also stops
+	// on Ctrl-C (SIGINT) and SIGTERM.
+	Context context.Context
+	// Ready, if set, is called with the URL once the server listens.
+	Ready func(url string)
+}
+
+// NewCmdView returns the view command. runF replaces runView in tests of
+// flag parsing.
+func NewCmdView(f *command.Factory, runF func(*Options) error) *cobra.Command {
+	opts := &Options{IO: f.IO}
+	cmd := &cobra.Command{
+		Use:   "view FILE [--port N] [--no-open]",
+		Short: "Explore a snapshot in the browser: timeline by allocation, details, allocator state at any event",
+		Long: `Start a local web server on 127.0.0.1 and print the URL of one page:
+
+  - the memory timeline: allocated memory as stacked bands, one per large
+    allocation and the rest summed (or one per stack, frame, file,
+    annotation or pool: "group by"), reserved memory as a line, the
+    record_function ranges as a lane of labels, the peak and OOMs marked;
+    wheel to zoom, drag to pan, the minimap to jump; each zoom asks the
+    server for only what the screen can show, so traces of millions of
+    events stay smooth;
+  - hover or click an allocation: size, requested size, address, stream,
+    pool, when it was allocated and freed, the annotation open then, and
+    its stack, your own frames first;
+  - the allocator state at any event (click the timeline, then the arrow
+    keys): every segment and its blocks to scale, allocated, pending-free
+    and free, as "memstat segments --at N" computes them;
+  - a device picker and the allocator settings.
+
+The URL carries a random token; requests without it get 403. The server
+listens on the loopback interface only. Ctrl-C stops it. #peak, #oom or
+#entry=N at the end of the URL opens the page at that moment.`,
+		Example: `  memstat view snapshot.pickle
+  memstat view snapshot.pickle --port 8765 --no-open`,
+		Args: command.OneSnapshot("memstat view FILE"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.File = args[0]
+			if opts.Port < 0 || opts.Port > 65535 {
+				return command.FlagErrorf("--port must be between 0 (a free port) and 65535")
+			}
+			if runF != nil {
+				return runF(opts)
+			}
+			return runView(opts)
+		},
+	}
+	fl := cmd.Flags()
+	fl.IntVar(&opts.Port, "port", 0, "port to listen on, on 127.0.0.1 (0: a free port)")
+	fl.BoolVar(&opts.NoOpen, "no-open", false, "print the URL without opening a browser")
+	cmd.Flags().IntVar(&opts.Device, "device", -1, "open this device first (default: the first with a trace)")
+	command.AddAllFramesFlag(cmd, &opts.AllFrames)
+	return cmd
+}
+
+// Listen binds the loopback interface only: the page shows the program's
+// stacks and file names, which are nobody else's business.
+func Listen(port int) (net.Listener, error) {
+	return net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+}
+
+func runView(opts *Options) error {
+	snap, err := command.LoadSnapshot(opts.IO.ErrOut, opts.File)
+	if err != nil {
+		return err
+	}
+	if opts.Device >= snap.Devices() {
+		return fmt.Errorf("%s: no device %d (the snapshot has %d)", opts.File, opts.Device, snap.Devices())
+	}
+	token, err := webview.NewToken()
+	if err != nil {
+		return err
+	}
+	srv := &webview.Server{File: opts.File, Snap: snap, Token: token, AllFrames: opts.AllFrames}
+	// Build the first device before printing the URL, so that the page
+	// answers at once.
+	first := opts.Device
+	if first < 0 {
+		for d := range snap.Devices() {
+			if len(snap.Trace(d)) > 0 {
+				first = d
+				break
+			}
+		}
+	}
+	if first < 0 {
+		return fmt.Errorf("%s: no device has a trace: there is no history to view (memstat segments shows the final state)", opts.File)
+	}
+	srv.First = first
+	if _, err := srv.Model(first); err != nil {
+		return fmt.Errorf("%s: %w", opts.File, err)
+	}
+	ln, err := Listen(opts.Port)
+	if err != nil {
+		return fmt.Errorf("--port %d: %w", opts.Port, err)
+	}
+	url := fmt.Sprintf("http://%s/?token=%s", ln.Addr(), token)
+	fmt.Fprintf(opts.IO.Out, "memstat view: %s\n", url)
+	fmt.Fprintf(opts.IO.ErrOut, "memstat: serving %s on 127.0.0.1 only; Ctrl-C stops\n", opts.File)
+	if !opts.NoOpen {
+		openBrowser(url)
+	}
+	if opts.Ready != nil {
+		opts.Ready(url)
+	}
+	ctx := opts.Context
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
+	done := make(chan error, 1)
+	go func() { done <- hs.Serve(ln) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+	}
+	shut, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := hs.Shutdown(shut); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	fmt.Fprintln(opts.IO.ErrOut, "memstat: view stopped")
+	return nil
+}
+
+// openBrowser asks the desktop to open the URL; without one (a server, a
+// container) the printed URL is what the user opens.
+func openBrowser(url string) {
+	var cmd *exec.Cmd
+	switch runtime.GOOS {
+	case "darwin":
+		cmd = exec.Command("open", url)
+	case "windows":
+		cmd = exec.Command("rundll32", "url.dll,FileProtocolHandler", url)
+	default:
+		if _, err := exec.LookPath("xdg-open"); err != nil {
+			return
+		}
+		cmd = exec.Command("xdg-open", url)
+	}
+	if cmd.Start() == nil {
+		go cmd.Wait()
+	}
+}

@@ -1,0 +1,268 @@
+// Package webview serves `memstat view`: one page (hand-written script and
+// style, inline, embedded in the binary; no outside request) and the JSON
+// it asks for, computed by pkg/view at the level of detail the screen can
+// show. Every request must carry the page's random token, as Jupyter's
+// do; the command binds the server to the loopback interface only.
+//
+// The same page, with one pre-decimated window inlined instead of a
+// server, is the report's interactive timeline (Static).
+package webview
+
+import (
+	"crypto/rand"
+	"crypto/subtle"
+	_ "embed"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync"
+
+	"github.com/memstat/memstat/pkg/analysis"
+	"github.com/memstat/memstat/pkg/report"
+	"github.com/memstat/memstat/pkg/snapshot"
+	"github.com/memstat/memstat/pkg/view"
+)
+
+//go:embed view.html
+var pageHTML string
+
+//go:embed view.js
+var pageJS string
+
+//go:embed view.css
+var pageCSS string
+
+// NewToken returns a random token for the URL (128 bits, hex).
+func NewToken() (string, error) {
+	b := make([]byte, 16)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(b), nil
+}
+
+// Server answers the page's requests for one snapshot.
+type Server struct {
+	File  string
+	Snap  *snapshot.Snapshot
+	Token string
+	// AllFrames shows internal frames in stacks.
+	AllFrames bool
+	// First is the device the page opens (-1: the first with a trace).
+	First int
+	// Config is the allocator configuration line the settings panel shows
+	// per device (from the replay); filled as devices are built.
+	mu     sync.Mutex
+	device int
+	model  *view.Model
+	cursor *analysis.StateCursor
+	config map[int]string
+}
+
+// Device is one device the picker lists.
+type Device struct {
+	Device  int  `json:"device"`
+	Entries int  `json:"entries"`
+	Traced  bool `json:"traced"`
+}
+
+// Info is what the page asks for first.
+type Info struct {
+	File     string   `json:"file"`
+	First    int      `json:"first"`
+	Devices  []Device `json:"devices"`
+	Settings []KV     `json:"settings"`
+	Warnings []string `json:"warnings"`
+}
+
+// KV is one allocator setting.
+type KV struct {
+	Key   string `json:"key"`
+	Value string `json:"value"`
+}
+
+// ServeHTTP checks the token and routes.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	tok := r.URL.Query().Get("token")
+	if s.Token == "" || subtle.ConstantTimeCompare([]byte(tok), []byte(s.Token)) != 1 {
+		http.Error(w, "403 forbidden: open the URL memstat view printed (it carries the token)", http.StatusForbidden)
+		return
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	switch r.URL.Path {
+	case "/":
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		// The page may load nothing from anywhere but this server.
+		w.Header().Set("Content-Security-Policy", "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'; img-src data:")
+		fmt.Fprint(w, Page(""))
+		return
+	case "/api/info":
+		s.reply(w, s.info())
+		return
+	}
+	dev, err := strconv.Atoi(r.URL.Query().Get("device"))
+	if err != nil {
+		http.Error(w, "device: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m, err := s.modelOf(dev)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	q := r.URL.Query()
+	num := func(key string, def int) int {
+		if v, err := strconv.Atoi(q.Get(key)); err == nil {
+			return v
+		}
+		return def
+	}
+	switch r.URL.Path {
+	case "/api/window":
+		by, err := view.ParseGroupBy(q.Get("by"))
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		win, err := m.Window(view.Request{From: num("from", 0), To: num("to", -1), Width: num("width", 1000), By: by, Top: min(num("top", 100), 1000)})
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		s.reply(w, win)
+	case "/api/overview":
+		s.reply(w, Overview(m))
+	case "/api/alloc":
+		k := num("id", -1)
+		if k < 0 || k >= m.Len() {
+			http.Error(w, "no such allocation", http.StatusNotFound)
+			return
+		}
+		s.reply(w, m.Describe(k))
+	case "/api/state":
+		at := num("at", -1)
+		if at < -1 || at >= m.Entries() {
+			http.Error(w, fmt.Sprintf("no trace entry %d (the trace has %d)", at, m.Entries()), http.StatusBadRequest)
+			return
+		}
+		if s.cursor == nil {
+			s.cursor = m.Replayed.NewStateCursor()
+		}
+		st, err := s.cursor.At(at)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		s.reply(w, m.StateOf(st))
+	case "/api/events":
+		s.reply(w, m.Events(num("from", 0), min(num("count", 50), 1000)))
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+func (s *Server) reply(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	if err := json.NewEncoder(w).Encode(v); err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+	}
+}
+
+// Model returns the model of a device, building it on first use; only the
+// device last asked for is kept, so memory stays that of one device.
+func (s *Server) Model(device int) (*view.Model, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.modelOf(device)
+}
+
+func (s *Server) modelOf(device int) (*view.Model, error) {
+	if s.model != nil && s.device == device {
+		return s.model, nil
+	}
+	if device < 0 || device >= s.Snap.Devices() {
+		return nil, fmt.Errorf("no device %d (the snapshot has %d)", device, s.Snap.Devices())
+	}
+	s.model, s.cursor = nil, nil
+	m, err := view.Build(s.Snap, device, analysis.NewFrames(s.Snap.Stacks, s.AllFrames))
+	if err != nil {
+		return nil, err
+	}
+	s.model, s.device = m, device
+	if s.config == nil {
+		s.config = map[int]string{}
+	}
+	s.config[device] = m.Replayed.Config.String()
+	return m, nil
+}
+
+func (s *Server) info() Info {
+	in := Info{File: s.File, First: s.First, Warnings: s.Snap.Warnings, Settings: Settings(s.Snap)}
+	for d := range s.Snap.Devices() {
+		n := len(s.Snap.Trace(d))
+		in.Devices = append(in.Devices, Device{Device: d, Entries: n, Traced: n > 0})
+	}
+	s.mu.Lock()
+	for d, c := range s.config {
+		in.Settings = append(in.Settings, KV{Key: fmt.Sprintf("simulated configuration (device %d)", d), Value: c})
+	}
+	s.mu.Unlock()
+	return in
+}
+
+// Settings lists the snapshot's allocator_settings for the settings panel.
+func Settings(s *snapshot.Snapshot) []KV {
+	st := s.Settings
+	if st == nil {
+		return []KV{{Key: "allocator_settings", Value: "not in the file (PyTorch before 2.3)"}}
+	}
+	split := "unlimited"
+	if st.MaxSplitSize >= 0 {
+		split = report.Size(st.MaxSplitSize)
+	}
+	out := []KV{
+		{"PYTORCH_CUDA_ALLOC_CONF", st.AllocConf},
+		{"max_split_size", split},
+		{"garbage_collection_threshold", strconv.FormatFloat(st.GarbageCollectionThreshold, 'g', -1, 64)},
+		{"expandable_segments", strconv.FormatBool(st.ExpandableSegments)},
+		{"release_lock_on_cudamalloc", strconv.FormatBool(st.ReleaseLockOnCudaMalloc)},
+	}
+	for _, kv := range st.Other {
+		out = append(out, KV{kv.Key, kv.Value})
+	}
+	return out
+}
+
+// OverviewData is what the page needs once per device: the whole trace
+// at minimap resolution, the marks and the annotation lanes.
+type OverviewData struct {
+	Device  int          `json:"device"`
+	Entries int          `json:"entries"`
+	Window  *view.Window `json:"window"`
+	Marks   view.Marks   `json:"marks"`
+	Phases  []view.Phase `json:"phases"`
+	// Lanes is the number of annotation rows.
+	Lanes int `json:"lanes"`
+}
+
+// OverviewWidth is the minimap's resolution.
+const OverviewWidth = 1200
+
+// Overview summarizes a device for the minimap, the markers and the
+// annotation lane.
+func Overview(m *view.Model) *OverviewData {
+	w, _ := m.Window(view.Request{To: -1, Width: OverviewWidth, By: view.ByAllocation, Top: 0})
+	o := &OverviewData{Device: m.Replayed.Device, Entries: m.Entries(), Window: w, Marks: m.Marks(), Phases: m.Phases()}
+	if o.Phases == nil {
+		o.Phases = []view.Phase{}
+	}
+	for _, p := range o.Phases {
+		o.Lanes = max(o.Lanes, p.Lane+1)
+	}
+	return o
+}

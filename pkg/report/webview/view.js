@@ -1,0 +1,483 @@
+// memstat view: the page. It draws on canvases what the server computed at
+// the level of detail of the screen (pkg/view); in a report the same page
+// reads one pre-decimated window inlined in it instead of a server.
+(function () {
+  'use strict';
+  const $ = (id) => document.getElementById(id);
+  const token = new URLSearchParams(location.search).get('token') || '';
+  const dataEl = $('memstat-data');
+  const STATIC = dataEl ? JSON.parse(dataEl.textContent) : null;
+  const PALETTE = ['#4e79a7', '#f28e2b', '#59a14f', '#e15759', '#76b7b2', '#edc948', '#b07aa1', '#ff9da7',
+    '#9c755f', '#86bcb6', '#d37295', '#8cd17d', '#a0cbe8', '#ffbe7d', '#499894', '#f1ce63'];
+  const S = {
+    device: 0, by: 'allocation', top: 100, from: 0, to: 0, entries: 0, win: null, ov: null,
+    sel: -1, hover: null, pinned: null, state: null, seq: 0, allocs: new Map(), drawnSegments: [],
+  };
+  const api = window.memstat = {
+    ready: false, range: () => [S.from, S.to], selected: () => S.sel, drawnSegments: () => S.drawnSegments,
+    bandPoint: bandPoint, tipText: () => ($('tip').hidden ? '' : $('tip').textContent), select: select,
+  };
+
+  function fmtSize(n) {
+    const neg = n < 0; n = Math.abs(n);
+    const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB', 'PiB'];
+    let u = 0;
+    while (n >= 1024 && u < units.length - 1) { n /= 1024; u++; }
+    const s = u === 0 ? String(n) : n.toFixed(1);
+    return (neg ? '-' : '') + s + ' ' + units[u];
+  }
+  function esc(s) {
+    return String(s).replace(/[&<>"]/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;' })[c]);
+  }
+  function showError(e) {
+    const el = $('error');
+    el.textContent = String(e && e.message ? e.message : e);
+    el.hidden = false;
+  }
+
+  // ---- data: the server, or the report's inlined windows ----
+  async function get(path, q) {
+    if (STATIC) return staticGet(path, q || {});
+    const u = new URL(path, location.href);
+    u.searchParams.set('token', token);
+    for (const [k, v] of Object.entries(q || {})) u.searchParams.set(k, v);
+    const r = await fetch(u);
+    if (!r.ok) throw new Error(path + ': ' + (await r.text()));
+    return r.json();
+  }
+  function staticGet(path, q) {
+    const dev = STATIC.devices[q.device];
+    switch (path) {
+      case 'api/info': return STATIC.info;
+      case 'api/overview': return dev.overview;
+      case 'api/alloc': return dev.allocs[q.id] || { id: +q.id, site: '(not in the report)', stack: [] };
+      case 'api/window': return sliceWindow(dev.windows[q.by] || dev.windows.allocation, +q.from, +q.to);
+    }
+    throw new Error('the report has no ' + path + ': run memstat view on the snapshot');
+  }
+  // sliceWindow keeps the columns of a pre-decimated window that start
+  // inside from..to.
+  function sliceWindow(w, from, to) {
+    let a = w.first.findIndex((f) => f >= from);
+    if (a < 0) a = w.first.length - 1;
+    let b = a;
+    while (b + 1 < w.first.length && w.first[b + 1] <= to) b++;
+    a = Math.max(0, Math.min(a, b));
+    if (a > 0 && w.first[a] > from) a--;
+    const cut = (arr) => (arr ? arr.slice(a, b + 1) : arr);
+    const out = Object.assign({}, w, {
+      from: w.first[a], to: b + 1 < w.first.length ? w.first[b + 1] - 1 : w.to,
+      first: cut(w.first), sample: cut(w.sample), alloc_min: cut(w.alloc_min), alloc_max: cut(w.alloc_max),
+      allocated: cut(w.allocated), reserved: cut(w.reserved), reserved_max: cut(w.reserved_max),
+      private_reserved: cut(w.private_reserved), other: cut(w.other), bands: [],
+    });
+    for (const bd of w.bands) {
+      const c0 = Math.max(bd.c0, a), c1 = Math.min(bd.c1, b + 1);
+      if (c0 >= c1) continue;
+      const nb = Object.assign({}, bd, { c0: c0 - a, c1: c1 - a });
+      if (bd.values) nb.values = bd.values.slice(c0 - bd.c0, c1 - bd.c0);
+      out.bands.push(nb);
+    }
+    out.y_max = Math.max(1, ...out.reserved_max, ...out.alloc_max);
+    return out;
+  }
+
+  // ---- canvases ----
+  const tl = $('timeline'), mm = $('minimap'), sg = $('segments');
+  const M = { left: 64, right: 12, bottom: 20, lane: 15 };
+  function fit(c) {
+    const dpr = window.devicePixelRatio || 1;
+    const w = c.clientWidth, h = c.clientHeight || c.height;
+    if (c.width !== Math.round(w * dpr)) { c.width = Math.round(w * dpr); c.height = Math.round(h * dpr); c.style.height = h + 'px'; }
+    const ctx = c.getContext('2d');
+    ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+    return { ctx, w, h };
+  }
+  function lanes() { return Math.min(S.ov ? S.ov.lanes : 0, 4); }
+  function plotBox() {
+    const w = tl.clientWidth, h = tl.clientHeight || 420;
+    const top = 6 + lanes() * M.lane;
+    return { x: M.left, y: top, w: Math.max(10, w - M.left - M.right), h: h - top - M.bottom };
+  }
+  function colX(c, box) { return box.x + (c * box.w) / S.win.first.length; }
+  function entryX(i, box) { return box.x + ((i - S.win.from) * box.w) / (S.win.to - S.win.from + 1); }
+  function yOf(v, box) { return box.y + box.h - (v / ymax()) * box.h; }
+  function ymax() { return Math.max(1, S.win.y_max) * 1.06; }
+  function colour(b) { return PALETTE[b.id % PALETTE.length]; }
+
+  function drawTimeline() {
+    const { ctx, w, h } = fit(tl);
+    ctx.clearRect(0, 0, w, h);
+    if (!S.win) return;
+    const box = plotBox(), win = S.win, n = win.first.length;
+    const base = new Float64Array(n);
+    const cw = box.w / n;
+    const band = (vals, fill) => {
+      ctx.fillStyle = fill;
+      ctx.beginPath();
+      let open = false;
+      for (let c = 0; c < n; c++) {
+        const v = vals(c);
+        if (v <= 0) { if (open) { ctx.closePath(); ctx.fill(); ctx.beginPath(); open = false; } continue; }
+        const x = box.x + c * cw, y0 = yOf(base[c], box), y1 = yOf(base[c] + v, box);
+        ctx.rect(x, y1, cw + 0.5, y0 - y1);
+        base[c] += v;
+        open = true;
+      }
+      ctx.fill();
+    };
+    for (const b of win.bands) band((c) => (c >= b.c0 && c < b.c1 ? (b.values ? b.values[c - b.c0] : b.size) : 0), colour(b));
+    band((c) => win.other[c], 'rgba(140,140,140,0.55)');
+    // allocated min over each column (a dip inside a wide column)
+    ctx.strokeStyle = 'rgba(0,0,0,0.35)';
+    stepLine(ctx, box, n, (c) => win.alloc_min[c]);
+    ctx.strokeStyle = '#b91c1c'; ctx.lineWidth = 1.5;
+    stepLine(ctx, box, n, (c) => win.reserved_max[c]);
+    if (win.private_reserved) { ctx.strokeStyle = '#7c3aed'; ctx.setLineDash([4, 3]); stepLine(ctx, box, n, (c) => win.private_reserved[c]); ctx.setLineDash([]); }
+    ctx.lineWidth = 1;
+    drawAxes(ctx, box);
+    drawPhases(ctx, box);
+    drawMarks(ctx, box);
+    $('range').textContent = 'entries ' + S.from + '–' + S.to + ' of ' + S.entries;
+  }
+  function stepLine(ctx, box, n, val) {
+    ctx.beginPath();
+    for (let c = 0; c < n; c++) {
+      const x = colX(c, box), y = yOf(val(c), box);
+      if (c === 0) ctx.moveTo(x, y); else ctx.lineTo(x, y);
+      ctx.lineTo(colX(c + 1, box), y);
+    }
+    ctx.stroke();
+  }
+  function drawAxes(ctx, box) {
+    ctx.fillStyle = '#444'; ctx.strokeStyle = '#ccc'; ctx.font = '11px system-ui, sans-serif';
+    ctx.textAlign = 'right'; ctx.textBaseline = 'middle';
+    for (let k = 0; k <= 4; k++) {
+      const v = (ymax() * k) / 4, y = yOf(v, box);
+      ctx.beginPath(); ctx.moveTo(box.x, y); ctx.lineTo(box.x + box.w, y); ctx.stroke();
+      ctx.fillText(fmtSize(Math.round(v)), box.x - 4, y);
+    }
+    ctx.textAlign = 'center'; ctx.textBaseline = 'top';
+    const span = S.to - S.from + 1;
+    for (let k = 0; k <= 5; k++) {
+      const i = Math.round(S.from + ((span - 1) * k) / 5);
+      ctx.fillText(String(i), Math.min(Math.max(entryX(i, box), box.x + 20), box.x + box.w - 20), box.y + box.h + 4);
+    }
+  }
+  // The annotation lane: one row per nesting level; a label is drawn only
+  // where it fits inside its range and after the previous label of its row,
+  // shortened with an ellipsis when that is enough: labels never overprint.
+  function drawPhases(ctx, box) {
+    if (!S.ov) return;
+    ctx.font = '11px system-ui, sans-serif'; ctx.textAlign = 'left'; ctx.textBaseline = 'middle';
+    const ends = new Array(lanes()).fill(-Infinity);
+    for (const p of S.ov.phases) {
+      if (p.lane >= lanes() || p.to < S.from || p.from > S.to) continue;
+      const x0 = Math.max(box.x, entryX(p.from, box)), x1 = Math.min(box.x + box.w, entryX(p.to + 1, box));
+      const y = 4 + p.lane * M.lane;
+      ctx.fillStyle = p.lane % 2 ? '#e0e7ff' : '#dbeafe';
+      ctx.fillRect(x0, y, Math.max(1, x1 - x0 - 1), M.lane - 2);
+      let text = p.name;
+      const room = x1 - Math.max(x0, ends[p.lane]) - 6;
+      while (text.length > 2 && ctx.measureText(text).width > room) text = text.slice(0, -2) + '…';
+      if (room > 12 && ctx.measureText(text).width <= room && x0 >= ends[p.lane]) {
+        ctx.fillStyle = '#1e3a8a';
+        ctx.fillText(text, x0 + 3, y + (M.lane - 2) / 2);
+        ends[p.lane] = x0 + 3 + ctx.measureText(text).width + 4;
+      }
+    }
+  }
+  function drawMarks(ctx, box) {
+    if (!S.ov) return;
+    const mark = (i, colour, label) => {
+      if (i < S.from || i > S.to) return;
+      const x = entryX(i + 0.5, box);
+      ctx.strokeStyle = colour; ctx.setLineDash([3, 3]);
+      ctx.beginPath(); ctx.moveTo(x, box.y); ctx.lineTo(x, box.y + box.h); ctx.stroke(); ctx.setLineDash([]);
+      ctx.fillStyle = colour; ctx.textAlign = 'left'; ctx.textBaseline = 'top';
+      ctx.fillText(label, Math.min(x + 3, box.x + box.w - 40), box.y + 2);
+    };
+    mark(S.ov.marks.peak_allocated.index, '#111', 'peak');
+    for (const o of S.ov.marks.ooms) mark(o.moment.index, '#dc2626', 'OOM');
+    if (S.sel >= 0) mark(S.sel, '#2563eb', '');
+  }
+
+  function drawMinimap() {
+    const { ctx, w, h } = fit(mm);
+    ctx.clearRect(0, 0, w, h);
+    if (!S.ov) return;
+    const ow = S.ov.window, n = ow.first.length, box = { x: M.left, y: 3, w: Math.max(10, w - M.left - M.right), h: h - 6 };
+    const top = Math.max(1, ow.y_max);
+    const y = (v) => box.y + box.h - (v / top) * box.h;
+    ctx.fillStyle = '#9ca3af';
+    for (let c = 0; c < n; c++) {
+      const x = box.x + (c * box.w) / n;
+      ctx.fillRect(x, y(ow.alloc_max[c]), box.w / n + 0.5, box.y + box.h - y(ow.alloc_max[c]));
+    }
+    ctx.strokeStyle = '#b91c1c'; ctx.beginPath();
+    for (let c = 0; c < n; c++) { const x = box.x + (c * box.w) / n; if (c) ctx.lineTo(x, y(ow.reserved_max[c])); else ctx.moveTo(x, y(ow.reserved_max[c])); }
+    ctx.stroke();
+    const ex = (i) => box.x + (i * box.w) / S.entries;
+    ctx.fillStyle = 'rgba(37,99,235,0.15)'; ctx.strokeStyle = '#2563eb';
+    ctx.fillRect(ex(S.from), 0, Math.max(2, ex(S.to + 1) - ex(S.from)), h);
+    ctx.strokeRect(ex(S.from), 0.5, Math.max(2, ex(S.to + 1) - ex(S.from)), h - 1);
+    mm._box = box;
+  }
+
+  // ---- the window: every zoom or pan asks the server for its level of detail ----
+  let pending = 0;
+  function setRange(from, to) {
+    const n = S.entries;
+    let span = Math.max(Math.min(to - from + 1, n), Math.min(n, 8));
+    from = Math.round(Math.max(0, Math.min(from, n - span)));
+    S.from = from; S.to = Math.min(n - 1, from + Math.round(span) - 1);
+    drawMinimap();
+    clearTimeout(pending);
+    pending = setTimeout(loadWindow, 40);
+  }
+  async function loadWindow() {
+    const seq = ++S.seq;
+    const box = plotBox();
+    const win = await get('api/window', { device: S.device, from: S.from, to: S.to, width: Math.round(box.w), by: S.by, top: S.top });
+    if (seq !== S.seq) return;
+    S.win = win;
+    drawTimeline();
+    legend();
+  }
+  function legend() {
+    const win = S.win;
+    const parts = ['<span><i style="background:#b91c1c"></i>reserved (max per column)</span>',
+      '<span><i style="background:rgba(0,0,0,.35)"></i>allocated (min per column)</span>',
+      '<span><i style="background:rgba(140,140,140,.55);height:10px"></i>' + win.other_count + ' smaller ' + (S.by === 'allocation' ? 'allocations' : 'groups') + ', summed</span>'];
+    if (win.private_reserved) parts.push('<span><i style="background:#7c3aed"></i>private pools reserved</span>');
+    if (S.by !== 'allocation') for (const b of win.bands.slice(0, 8)) parts.push('<span><i style="background:' + colour(b) + ';height:10px"></i>' + esc(b.label) + '</span>');
+    $('legend').innerHTML = parts.join('');
+  }
+
+  // ---- hover and click ----
+  function hitTest(px, py) {
+    if (!S.win) return null;
+    const box = plotBox(), n = S.win.first.length;
+    const c = Math.floor(((px - box.x) * n) / box.w);
+    if (c < 0 || c >= n || py < box.y || py > box.y + box.h) return null;
+    const v = ((box.y + box.h - py) / box.h) * ymax();
+    let base = 0;
+    for (const b of S.win.bands) {
+      const x = c >= b.c0 && c < b.c1 ? (b.values ? b.values[c - b.c0] : b.size) : 0;
+      if (x > 0 && v >= base && v < base + x) return { c, band: b, bytes: x };
+      base += x;
+    }
+    if (v >= base && v < base + S.win.other[c]) return { c, other: true, bytes: S.win.other[c] };
+    return { c };
+  }
+  function bandPoint(id) {
+    if (!S.win) return null;
+    const box = plotBox(), n = S.win.first.length, r = tl.getBoundingClientRect();
+    let best = null;
+    for (let c = 0; c < n; c++) {
+      let base = 0;
+      for (const b of S.win.bands) {
+        const x = c >= b.c0 && c < b.c1 ? (b.values ? b.values[c - b.c0] : b.size) : 0;
+        if (b.id === id && x > 0 && (!best || x > best.x)) best = { x, c, mid: base + x / 2 };
+        base += x;
+      }
+    }
+    if (!best) return null;
+    return { x: r.left + box.x + ((best.c + 0.5) * box.w) / n, y: r.top + yOf(best.mid, box) };
+  }
+  async function allocation(id) {
+    if (!S.allocs.has(id)) S.allocs.set(id, await get('api/alloc', { device: S.device, id: id }));
+    return S.allocs.get(id);
+  }
+  function allocHTML(a, full) {
+    const when = (i, s) => (i < 0 ? null : 'entry ' + i + (s != null ? ' (' + s.toFixed(6) + ' s)' : ''));
+    const rows = [
+      ['size', fmtSize(a.size) + (a.requested_size ? ' (requested ' + fmtSize(a.requested_size) + ')' : '')],
+      ['address', '0x' + a.address.toString(16)], ['stream', a.stream], ['pool', a.pool],
+      ['allocated', when(a.alloc_index, a.alloc_seconds) || 'before the trace began'],
+      ['freed', when(a.free_index, a.free_seconds) || 'still allocated at the end'],
+      ['annotation', a.annotation || '—'],
+    ];
+    const stack = (full ? a.stack : (a.stack || []).slice(0, 10)) || [];
+    return '<b>' + esc(a.site) + '</b><table>' + rows.map((r) => '<tr><td>' + r[0] + '</td><td>' + esc(r[1]) + '</td></tr>').join('') +
+      '</table><pre>' + esc(stack.join('\n')) + (a.hidden_frames ? '\n(' + a.hidden_frames + ' internal frames hidden)' : '') + '</pre>';
+  }
+  let hoverSeq = 0;
+  tl.addEventListener('mousemove', async (ev) => {
+    if (drag) return;
+    const r = tl.getBoundingClientRect(), h = hitTest(ev.clientX - r.left, ev.clientY - r.top);
+    const tip = $('tip');
+    if (!h || (!h.band && !h.other)) { tip.hidden = true; return; }
+    tip.style.left = Math.min(ev.clientX + 14, window.innerWidth - 420) + 'px';
+    tip.style.top = ev.clientY + 14 + 'px';
+    const at = 'entry ' + S.win.sample[h.c];
+    if (h.other) { tip.innerHTML = esc(fmtSize(h.bytes) + ' in smaller allocations at ' + at); tip.hidden = false; return; }
+    const seq = ++hoverSeq;
+    if (S.by !== 'allocation') {
+      tip.innerHTML = '<b>' + esc(h.band.label) + '</b><br>' + esc(fmtSize(h.bytes)) + ' at ' + at;
+      tip.hidden = false;
+      return;
+    }
+    tip.innerHTML = '<b>' + esc(h.band.label) + '</b><br>' + esc(fmtSize(h.bytes));
+    tip.hidden = false;
+    const a = await allocation(h.band.id);
+    if (seq === hoverSeq && !tip.hidden) tip.innerHTML = allocHTML(a, false);
+  });
+  tl.addEventListener('mouseleave', () => { $('tip').hidden = true; });
+
+  // wheel: zoom around the pointer; drag: pan; click: select
+  tl.addEventListener('wheel', (ev) => {
+    ev.preventDefault();
+    const box = plotBox(), r = tl.getBoundingClientRect();
+    const f = Math.min(1, Math.max(0, (ev.clientX - r.left - box.x) / box.w));
+    const span = S.to - S.from + 1, anchor = S.from + f * span;
+    const ns = span * (ev.deltaY > 0 ? 1.4 : 1 / 1.4);
+    setRange(anchor - f * ns, anchor - f * ns + ns - 1);
+  }, { passive: false });
+  let drag = null;
+  tl.addEventListener('mousedown', (ev) => { drag = { x: ev.clientX, from: S.from, to: S.to, moved: false }; });
+  window.addEventListener('mousemove', (ev) => {
+    if (!drag) return;
+    const dx = ev.clientX - drag.x;
+    if (Math.abs(dx) > 3) drag.moved = true;
+    if (!drag.moved) return;
+    const shift = (-dx * (drag.to - drag.from + 1)) / plotBox().w;
+    setRange(drag.from + shift, drag.to + shift);
+  });
+  window.addEventListener('mouseup', async (ev) => {
+    const d = drag; drag = null;
+    if (!d || d.moved || ev.target !== tl) return;
+    const r = tl.getBoundingClientRect(), h = hitTest(ev.clientX - r.left, ev.clientY - r.top);
+    if (!h) return;
+    if (h.band && S.by === 'allocation') { S.pinned = h.band.id; $('detail').innerHTML = allocHTML(await allocation(h.band.id), true); }
+    select(S.win.sample[h.c]);
+  });
+  // minimap: click centres the window there, drag selects a range
+  let mdrag = null;
+  const mmEntry = (ev) => { const r = mm.getBoundingClientRect(), b = mm._box; return Math.round(((ev.clientX - r.left - b.x) / b.w) * S.entries); };
+  mm.addEventListener('mousedown', (ev) => { mdrag = { at: mmEntry(ev), moved: false }; });
+  mm.addEventListener('mousemove', (ev) => {
+    if (!mdrag) return;
+    const e = mmEntry(ev);
+    if (Math.abs(e - mdrag.at) > S.entries / 200) { mdrag.moved = true; setRange(Math.min(e, mdrag.at), Math.max(e, mdrag.at)); }
+  });
+  mm.addEventListener('mouseup', (ev) => {
+    if (mdrag && !mdrag.moved) { const span = S.to - S.from + 1, e = mmEntry(ev); setRange(e - span / 2, e + span / 2); }
+    mdrag = null;
+  });
+
+  // ---- allocator state at an event ----
+  async function select(i) {
+    if (STATIC || i < 0 || i >= S.entries) return;
+    S.sel = i;
+    drawTimeline();
+    const [events, state] = await Promise.all([
+      get('api/events', { device: S.device, from: Math.max(0, i - 15), count: 40 }),
+      get('api/state', { device: S.device, at: i }),
+    ]);
+    if (S.sel !== i) return;
+    S.state = state;
+    $('events').innerHTML = events.map((e) => '<tr data-i="' + e.index + '"' + (e.index === i ? ' class="sel"' : '') + '><td>' + e.index +
+      '</td><td>' + esc(e.action) + '</td><td>' + esc(fmtSize(e.size)) + '</td><td>' + esc(e.site || '') + '</td></tr>').join('');
+    const row = $('events').querySelector('tr.sel');
+    if (row) row.scrollIntoView({ block: 'nearest' });
+    $('stateTitle').textContent = 'after entry ' + i;
+    drawSegments();
+    location.hash = 'entry=' + i;
+  }
+  $('events').addEventListener('click', (ev) => { const tr = ev.target.closest('tr'); if (tr) select(+tr.dataset.i); });
+  window.addEventListener('keydown', (ev) => {
+    if (S.sel < 0 || ev.target.tagName === 'SELECT') return;
+    if (ev.key === 'ArrowRight') { ev.preventDefault(); select(S.sel + 1); }
+    if (ev.key === 'ArrowLeft') { ev.preventDefault(); select(S.sel - 1); }
+  });
+  const BLOCK = { active_allocated: '#2563eb', active_pending_free: '#f59e0b', inactive: '#e5e7eb' };
+  // Each segment is a row whose length is to scale with the largest
+  // segment; its blocks are drawn to scale inside it.
+  function drawSegments() {
+    const st = S.state;
+    if (!st) return;
+    const rowH = 14, label = 150, shown = st.segments.slice(0, 500);
+    sg.style.height = Math.max(40, shown.length * rowH + 8) + 'px';
+    sg.width = 0;
+    const { ctx, w } = fit(sg);
+    ctx.font = '11px system-ui, sans-serif'; ctx.textBaseline = 'middle';
+    const big = Math.max(1, ...shown.map((s) => s.size)), room = w - label - 8;
+    S.drawnSegments = [];
+    shown.forEach((s, r) => {
+      const y = 4 + r * rowH, len = Math.max(2, (s.size / big) * room);
+      ctx.fillStyle = '#333'; ctx.textAlign = 'right';
+      ctx.fillText(fmtSize(s.size) + ' ' + s.pool + (s.expandable ? ' exp' : ''), label - 6, y + rowH / 2 - 1);
+      let off = 0;
+      for (const b of s.blocks) {
+        const x0 = label + (off / s.size) * len, x1 = label + ((off + b.size) / s.size) * len;
+        ctx.fillStyle = BLOCK[b.state] || '#ccc';
+        ctx.fillRect(x0, y, Math.max(1, x1 - x0 - (x1 - x0 > 3 ? 1 : 0)), rowH - 3);
+        off += b.size;
+      }
+      ctx.strokeStyle = '#555'; ctx.strokeRect(label + 0.5, y + 0.5, len - 1, rowH - 4);
+      S.drawnSegments.push({ address: s.address, size: s.size, blocks: s.blocks.map((b) => b.state + ':' + b.size) });
+    });
+    const t = st.total;
+    $('stateSummary').innerHTML = esc(st.segments.length + ' segments, reserved ' + fmtSize(t.size) + ', allocated ' + fmtSize(t.allocated_bytes) +
+      ', pending free ' + fmtSize(t.pending_free_bytes) + ', free ' + fmtSize(t.free_bytes)) +
+      (st.segments.length > shown.length ? esc(' (first ' + shown.length + ' drawn)') : '') +
+      ' — <span style="color:#2563eb">■</span> allocated <span style="color:#f59e0b">■</span> pending free <span style="color:#9ca3af">■</span> free';
+  }
+  sg.addEventListener('click', (ev) => {
+    const st = S.state; if (!st) return;
+    const r = sg.getBoundingClientRect(), row = Math.floor((ev.clientY - r.top - 4) / 14), s = st.segments[row];
+    if (!s) return;
+    const len = Math.max(2, (s.size / Math.max(...st.segments.slice(0, 500).map((x) => x.size))) * (r.width - 158));
+    let at = ((ev.clientX - r.left - 150) / len) * s.size, off = 0;
+    for (const b of s.blocks) { if (at < off + b.size) { if (b.allocation >= 0) allocation(b.allocation).then((a) => { $('detail').innerHTML = allocHTML(a, true); }); break; } off += b.size; }
+  });
+
+  // ---- devices, group-by, settings, links ----
+  async function openDevice(d) {
+    S.device = d; S.allocs.clear(); S.sel = -1; S.state = null;
+    S.ov = await get('api/overview', { device: d });
+    S.entries = S.ov.entries;
+    S.from = 0; S.to = S.entries - 1;
+    await loadWindow();
+    drawMinimap();
+  }
+  function jump(i) {
+    if (i < 0) return;
+    const span = Math.max(50, Math.round((S.to - S.from + 1) / 4));
+    setRange(i - span / 2, i + span / 2);
+    select(i);
+  }
+  function goHash() {
+    const h = location.hash.slice(1);
+    if (h === 'peak') jump(S.ov.marks.peak_allocated.index);
+    else if (h === 'oom' && S.ov.marks.ooms.length) jump(S.ov.marks.ooms[0].moment.index);
+    else if (h.startsWith('entry=')) { const i = +h.slice(6); if (i !== S.sel) jump(i); }
+  }
+  $('goPeak').onclick = () => jump(S.ov.marks.peak_allocated.index);
+  $('goOOM').onclick = () => { if (S.ov.marks.ooms.length) jump(S.ov.marks.ooms[0].moment.index); };
+  $('reset').onclick = () => setRange(0, S.entries - 1);
+  $('by').onchange = (ev) => { S.by = ev.target.value; loadWindow().catch(showError); };
+  $('device').onchange = (ev) => { openDevice(+ev.target.value).catch(showError); };
+  window.addEventListener('resize', () => { drawMinimap(); clearTimeout(pending); pending = setTimeout(loadWindow, 100); });
+
+  async function main() {
+    if (STATIC) document.body.classList.add('static');
+    const info = await get('api/info');
+    $('file').textContent = info.file;
+    const traced = info.devices.filter((d) => d.traced);
+    $('device').innerHTML = info.devices.map((d) => '<option value="' + d.device + '"' + (d.traced ? '' : ' disabled') + '>' + d.device +
+      (d.traced ? ' (' + d.entries + ' entries)' : ' (no trace)') + '</option>').join('');
+    $('settingsTable').innerHTML = info.settings.map((kv) => '<tr><td>' + esc(kv.key) + '</td><td>' + esc(kv.value) + '</td></tr>').join('');
+    if (STATIC) $('statePane').innerHTML = '<h2>Allocator state</h2><p>Run <code>memstat view ' + esc(info.file) + '</code> to see the segments and blocks at any event.</p>';
+    if (!traced.length) { showError('no device of this snapshot has a trace: there is no timeline to show'); return; }
+    const first = traced.some((d) => d.device === info.first) ? info.first : traced[0].device;
+    $('device').value = String(first);
+    await openDevice(first);
+    $('goOOM').disabled = !S.ov.marks.ooms.length;
+    if (location.hash) goHash();
+    window.addEventListener('hashchange', goHash);
+    api.ready = true;
+  }
+  main().catch(showError);
+})();
