@@ -197,9 +197,12 @@ type Allocation struct {
 	Annotation string `json:"annotation,omitempty"`
 	// Site is the allocation site (the user's own frame first), Stack
 	// the shown frames, innermost first, Hidden how many were hidden.
-	Site   string   `json:"site"`
-	Stack  []string `json:"stack"`
-	Hidden int      `json:"hidden_frames"`
+	Site  string   `json:"site"`
+	Stack []string `json:"stack"`
+	// User marks the frames of Stack that are the user's own code (the
+	// classification of analysis.ClassifyFrame, as peak uses it).
+	User   []bool `json:"user"`
+	Hidden int    `json:"hidden_frames"`
 }
 
 // Describe returns the details of interval k.
@@ -234,6 +237,7 @@ func (m *Model) Describe(k int) Allocation {
 	shown, hidden := m.Frames.Shown(stack)
 	for _, f := range shown {
 		a.Stack = append(a.Stack, analysis.FrameString(f))
+		a.User = append(a.User, analysis.ClassifyFrame(f) == analysis.UserFrame)
 	}
 	a.Hidden = hidden
 	return a

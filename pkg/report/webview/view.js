@@ -10,12 +10,12 @@
   const PALETTE = ['#4e79a7', '#f28e2b', '#59a14f', '#e15759', '#76b7b2', '#edc948', '#b07aa1', '#ff9da7',
     '#9c755f', '#86bcb6', '#d37295', '#8cd17d', '#a0cbe8', '#ffbe7d', '#499894', '#f1ce63'];
   const S = {
-    device: 0, by: 'allocation', top: 100, from: 0, to: 0, entries: 0, win: null, ov: null,
+    device: 0, by: 'allocation', top: 300, from: 0, to: 0, entries: 0, win: null, ov: null,
     sel: -1, hover: null, pinned: null, state: null, seq: 0, allocs: new Map(), drawnSegments: [],
   };
   const api = window.memstat = {
     ready: false, range: () => [S.from, S.to], selected: () => S.sel, drawnSegments: () => S.drawnSegments,
-    bandPoint: bandPoint, tipText: () => ($('tip').hidden ? '' : $('tip').textContent), select: select,
+    bandPoint: bandPoint, busy: () => S.dirty, tipText: () => ($('tip').hidden ? '' : $('tip').textContent), select: select,
   };
 
   function fmtSize(n) {
@@ -87,15 +87,15 @@
   const M = { left: 64, right: 12, bottom: 20, lane: 15 };
   function fit(c) {
     const dpr = window.devicePixelRatio || 1;
-    const w = c.clientWidth, h = c.clientHeight || c.height;
-    if (c.width !== Math.round(w * dpr)) { c.width = Math.round(w * dpr); c.height = Math.round(h * dpr); c.style.height = h + 'px'; }
+    const w = c.clientWidth, h = c.clientHeight;
+    if (c.width !== Math.round(w * dpr) || c.height !== Math.round(h * dpr)) { c.width = Math.round(w * dpr); c.height = Math.round(h * dpr); }
     const ctx = c.getContext('2d');
     ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
     return { ctx, w, h };
   }
   function lanes() { return Math.min(S.ov ? S.ov.lanes : 0, 4); }
   function plotBox() {
-    const w = tl.clientWidth, h = tl.clientHeight || 420;
+    const w = tl.clientWidth, h = tl.clientHeight;
     const top = 6 + lanes() * M.lane;
     return { x: M.left, y: top, w: Math.max(10, w - M.left - M.right), h: h - top - M.bottom };
   }
@@ -189,13 +189,17 @@
   }
   function drawMarks(ctx, box) {
     if (!S.ov) return;
+    let lastX = -Infinity, row = 0;
     const mark = (i, colour, label) => {
       if (i < S.from || i > S.to) return;
       const x = entryX(i + 0.5, box);
+      // a label close to the previous one goes one row lower
+      row = x - lastX < 40 ? row + 1 : 0;
+      if (label) lastX = x;
       ctx.strokeStyle = colour; ctx.setLineDash([3, 3]);
       ctx.beginPath(); ctx.moveTo(x, box.y); ctx.lineTo(x, box.y + box.h); ctx.stroke(); ctx.setLineDash([]);
       ctx.fillStyle = colour; ctx.textAlign = 'left'; ctx.textBaseline = 'top';
-      ctx.fillText(label, Math.min(x + 3, box.x + box.w - 40), box.y + 2);
+      ctx.fillText(label, Math.min(x + 3, box.x + box.w - 40), box.y + 2 + 13 * row);
     };
     mark(S.ov.marks.peak_allocated.index, '#111', 'peak');
     for (const o of S.ov.marks.ooms) mark(o.moment.index, '#dc2626', 'OOM');
@@ -232,15 +236,17 @@
     from = Math.round(Math.max(0, Math.min(from, n - span)));
     S.from = from; S.to = Math.min(n - 1, from + Math.round(span) - 1);
     drawMinimap();
+    S.dirty = true;
     clearTimeout(pending);
     pending = setTimeout(loadWindow, 40);
   }
   async function loadWindow() {
     const seq = ++S.seq;
     const box = plotBox();
-    const win = await get('api/window', { device: S.device, from: S.from, to: S.to, width: Math.round(box.w), by: S.by, top: S.top });
+    const win = await get('api/window', { device: S.device, from: S.from, to: S.to, width: Math.round(box.w), by: S.by, top: S.by === 'allocation' ? S.top : 40 });
     if (seq !== S.seq) return;
     S.win = win;
+    S.dirty = false;
     drawTimeline();
     legend();
   }
@@ -270,20 +276,21 @@
     if (v >= base && v < base + S.win.other[c]) return { c, other: true, bytes: S.win.other[c] };
     return { c };
   }
+  // bandPoint is where a band is widest on screen: the middle of its
+  // tallest run of columns (tests hover there).
   function bandPoint(id) {
     if (!S.win) return null;
     const box = plotBox(), n = S.win.first.length, r = tl.getBoundingClientRect();
-    let best = null;
-    for (let c = 0; c < n; c++) {
-      let base = 0;
-      for (const b of S.win.bands) {
-        const x = c >= b.c0 && c < b.c1 ? (b.values ? b.values[c - b.c0] : b.size) : 0;
-        if (b.id === id && x > 0 && (!best || x > best.x)) best = { x, c, mid: base + x / 2 };
-        base += x;
-      }
+    const b = S.win.bands.find((x) => x.id === id);
+    if (!b) return null;
+    const c = Math.floor((b.c0 + b.c1 - 1) / 2);
+    let base = 0;
+    for (const o of S.win.bands) {
+      if (o === b) break;
+      base += c >= o.c0 && c < o.c1 ? (o.values ? o.values[c - o.c0] : o.size) : 0;
     }
-    if (!best) return null;
-    return { x: r.left + box.x + ((best.c + 0.5) * box.w) / n, y: r.top + yOf(best.mid, box) };
+    const v = b.values ? b.values[c - b.c0] : b.size;
+    return { x: r.left + box.x + ((c + 0.5) * box.w) / n, y: r.top + yOf(base + v / 2, box) };
   }
   async function allocation(id) {
     if (!S.allocs.has(id)) S.allocs.set(id, await get('api/alloc', { device: S.device, id: id }));
@@ -298,9 +305,10 @@
       ['freed', when(a.free_index, a.free_seconds) || 'still allocated at the end'],
       ['annotation', a.annotation || '—'],
     ];
-    const stack = (full ? a.stack : (a.stack || []).slice(0, 10)) || [];
+    // the user's own frames in bold: where to act
+    const stack = ((full ? a.stack : (a.stack || []).slice(0, 10)) || []).map((f, i) => (a.user && a.user[i] ? '<b>' + esc(f) + '</b>' : esc(f)));
     return '<b>' + esc(a.site) + '</b><table>' + rows.map((r) => '<tr><td>' + r[0] + '</td><td>' + esc(r[1]) + '</td></tr>').join('') +
-      '</table><pre>' + esc(stack.join('\n')) + (a.hidden_frames ? '\n(' + a.hidden_frames + ' internal frames hidden)' : '') + '</pre>';
+      '</table><pre>' + stack.join('\n') + (a.hidden_frames ? '\n(' + a.hidden_frames + ' internal frames hidden)' : '') + '</pre>';
   }
   let hoverSeq = 0;
   tl.addEventListener('mousemove', async (ev) => {
@@ -399,7 +407,6 @@
     if (!st) return;
     const rowH = 14, label = 150, shown = st.segments.slice(0, 500);
     sg.style.height = Math.max(40, shown.length * rowH + 8) + 'px';
-    sg.width = 0;
     const { ctx, w } = fit(sg);
     ctx.font = '11px system-ui, sans-serif'; ctx.textBaseline = 'middle';
     const big = Math.max(1, ...shown.map((s) => s.size)), room = w - label - 8;
