@@ -105,6 +105,9 @@ type Allocator struct {
 	route  *privatePool
 	// privateReserved and privateAllocated total the private pools.
 	privateReserved, privateAllocated Stat
+	// outside holds the segments kept outside the simulation
+	// (AddUnmodelled).
+	outside unmodelled
 }
 
 // streamQueue is one stream's FIFO of outstanding events (cuda_events).
@@ -159,11 +162,15 @@ func (a *Allocator) Version() Version { return a.v }
 func (a *Allocator) Device() *Device { return a.dev }
 
 // Stats returns a copy of the statistics.
-func (a *Allocator) Stats() Stats { return a.stats }
+// Segments kept outside the simulation (AddUnmodelled) count in them.
+func (a *Allocator) Stats() Stats { return a.outside.withUnmodelled(a.stats) }
 
 // MemoryStats returns torch.cuda.memory_stats(): PyTorch's flat keys with
 // their values, sorted by key as PyTorch sorts them.
-func (a *Allocator) MemoryStats() []KeyValue { return a.stats.memoryStats(a.v) }
+func (a *Allocator) MemoryStats() []KeyValue {
+	st := a.Stats()
+	return st.memoryStats(a.v)
+}
 
 // ResetPeakStats is torch.cuda.reset_peak_memory_stats: every peak becomes
 // the current value.

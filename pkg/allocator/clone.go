@@ -110,6 +110,9 @@ func (a *Allocator) clone() *Allocator {
 	c.hist.ring.buf = slices.Clone(a.hist.ring.buf)
 	c.hist.contexts = *a.hist.contexts.Clone()
 	c.spare = nil
+	// The kept segments are never changed, only appended to (after a
+	// Clip): sharing them is safe.
+	c.outside.segs = slices.Clip(a.outside.segs)
 	for _, r := range a.regions {
 		for b := r.head; b != nil; b = b.next {
 			b.copy = nil

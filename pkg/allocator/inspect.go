@@ -207,6 +207,7 @@ func (a *Allocator) CheckInvariants() error {
 	if allocated != a.allocated.len() {
 		return fmt.Errorf("%d allocated blocks, %d in the address map", allocated, a.allocated.len())
 	}
+	obtained += a.UnmodelledBytes()
 	if obtained != a.dev.obtained {
 		return fmt.Errorf("device obtained %d, segments and mapped pages add up to %d", a.dev.obtained, obtained)
 	}

@@ -15,7 +15,19 @@ const maxMismatches = 20
 // agree compares the replayed state with the snapshot's final segments.
 func (r *Replay) agree() *Agreement {
 	ag := &Agreement{}
-	compareStates(r.a, r.final, r.start.exact, r.seeded, ag)
+	compareStates(r.a, r.modelledFinal(), r.start.exact, r.seeded, ag)
+	if kept := r.a.Unmodelled(); len(kept) > 0 {
+		// Kept as the snapshot has them: equal by construction.
+		for _, s := range kept {
+			ag.Segments.Snapshot++
+			ag.Segments.Replayed++
+			ag.Segments.Matching++
+			ag.Blocks.Snapshot += len(s.Blocks)
+			ag.Blocks.Replayed += len(s.Blocks)
+			ag.Blocks.Matching += len(s.Blocks)
+		}
+		ag.Note = fmt.Sprintf("%d segments the simulation could not place are kept as the snapshot has them", len(kept))
+	}
 	if len(r.trace) == 0 {
 		ag.Note = "no trace: the replayed state is the snapshot's own, so the two agree by construction"
 	}
@@ -219,17 +231,39 @@ func snapshotBlocks(segs []*snapshot.Segment) func(addr uint64) (snapshot.Block,
 	}
 }
 
+// modelledFinal is the snapshot's final segments less those kept outside
+// the simulation as they are (Allocator.AddUnmodelled), which agree with
+// the snapshot by construction.
+func (r *Replay) modelledFinal() []*snapshot.Segment {
+	kept := r.a.Unmodelled()
+	if len(kept) == 0 {
+		return r.final
+	}
+	same := make(map[[2]uint64]bool, len(kept))
+	for _, s := range kept {
+		same[[2]uint64{s.Address, uint64(s.TotalSize)}] = true
+	}
+	out := make([]*snapshot.Segment, 0, len(r.final))
+	for _, s := range r.final {
+		if !same[[2]uint64{s.Address, uint64(s.TotalSize)}] {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
 func (r *Replay) reconcile() {
 	ag := r.res.Agreement
 	if ag.Exact() {
 		return
 	}
 	a := r.a
-	snapSegs := make(map[uint64]*snapshot.Segment, len(r.final))
-	for _, s := range r.final {
+	final := r.modelledFinal()
+	snapSegs := make(map[uint64]*snapshot.Segment, len(final))
+	for _, s := range final {
 		snapSegs[s.Address] = s
 	}
-	snapBlock := snapshotBlocks(r.final)
+	snapBlock := snapshotBlocks(final)
 	var freed, completed, released, added, placed int
 	// Live blocks the snapshot does not have live (with that size). Only
 	// those are kept, then changed: a list of every live block cost as
@@ -282,10 +316,15 @@ func (r *Replay) reconcile() {
 		}
 	}
 	// Segments and live blocks the replay does not have.
-	for _, s := range r.final {
+	var kept int
+	for _, s := range final {
 		if b, ok := a.BlockAt(s.Address); !ok {
-			if s.PoolID.IsDefault() && a.SeedSegment(*s) == nil {
+			if a.SeedSegment(*s) == nil {
 				added++
+			} else {
+				// Its memory still counts (AddUnmodelled).
+				a.AddUnmodelled(*s)
+				kept++
 			}
 			continue
 		} else if b.RegionAddress != s.Address && !b.Expandable {
@@ -308,7 +347,7 @@ func (r *Replay) reconcile() {
 		}
 	}
 	a.hist.ring.clear()
-	ag.Reconciled = freed + completed + released + added + placed
+	ag.Reconciled = freed + completed + released + added + placed + kept
 	var notes []string
 	if freed > 0 {
 		notes = append(notes, fmt.Sprintf("freed %d blocks that are live at the end of the trace but free in the snapshot (the trace stops before the snapshot was taken: a cut-down or edited file)", freed))
@@ -325,8 +364,11 @@ func (r *Replay) reconcile() {
 	if placed > 0 {
 		notes = append(notes, fmt.Sprintf("placed %d blocks only the snapshot has live", placed))
 	}
+	if kept > 0 {
+		notes = append(notes, fmt.Sprintf("kept %d segments only the snapshot has, which the simulation could not place, as the snapshot has them (they count in the current figures)", kept))
+	}
 	ag.ReconcileNote = strings.Join(notes, "; ")
 	after := &Agreement{}
-	compareStates(a, r.final, r.start.exact, r.seeded, after)
+	compareStates(a, r.modelledFinal(), r.start.exact, r.seeded, after)
 	ag.Remaining = after.MismatchCount
 }

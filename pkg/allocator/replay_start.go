@@ -325,11 +325,10 @@ func reconstructStart(cfg Config, tr []snapshot.TraceEntry, streams streamTable,
 			}
 			continue
 		}
-		if !s.PoolID.IsDefault() {
-			st.warnings = append(st.warnings, fmt.Sprintf("segment %#x belongs to private pool (%d, %d), which is not simulated", s.Address, s.PoolID[0], s.PoolID[1]))
-			continue
-		}
-		seg := snapshot.Segment{Device: s.Device, Address: s.Address, TotalSize: s.TotalSize, Stream: s.Stream, Pool: s.Pool, Stack: s.Stack}
+		// A segment the simulation cannot hold (a private pool's, ...)
+		// is seeded all the same: seedStart keeps what fails outside the
+		// simulation, counted in every figure.
+		seg := snapshot.Segment{Device: s.Device, Address: s.Address, TotalSize: s.TotalSize, Stream: s.Stream, Pool: s.Pool, PoolID: s.PoolID, Stack: s.Stack}
 		if untouched(s.Address, s.End()) {
 			// Nothing happened in it during the trace: the snapshot's
 			// blocks, stale requested sizes of free blocks included.

@@ -1,6 +1,11 @@
 package allocator
 
-import "github.com/memstat/memstat/pkg/snapshot"
+import (
+	"cmp"
+	"slices"
+
+	"github.com/memstat/memstat/pkg/snapshot"
+)
 
 // Segments returns the device's segments as torch.cuda.memory_snapshot()
 // reports them, sorted by address. Each cudaMalloc'd segment is one
@@ -29,6 +34,15 @@ func (a *Allocator) Segments() []snapshot.Segment {
 		s.Blocks = all[start:len(all):len(all)]
 		out = append(out, s)
 	})
+	if kept := a.outside.segs; len(kept) > 0 {
+		// Segments kept outside the simulation, in address order
+		// among the others.
+		for _, s := range kept {
+			s.Blocks = slices.Clone(s.Blocks)
+			out = append(out, s)
+		}
+		slices.SortStableFunc(out, func(x, y snapshot.Segment) int { return cmp.Compare(x.Address, y.Address) })
+	}
 	return out
 }
 
@@ -145,5 +159,5 @@ func (a *Allocator) numSegments() int {
 			inRange = b.mapped
 		}
 	}
-	return n
+	return n + len(a.outside.segs)
 }

@@ -208,17 +208,28 @@ func NewReplay(s *snapshot.Snapshot, o ReplayOptions) (*Replay, error) {
 	return r, r.initWhatIf(total, follow)
 }
 
-// inferTotalMemory bounds totalGlobalMem by the spacing of the recorded
-// expandable reservations: the first segment_map of each (stream, pool)
-// is a reservation's base, and reservations do not overlap.
+// inferTotalMemory bounds totalGlobalMem by the spacing of the expandable
+// reservations: reservations do not overlap, and the lowest address known
+// of each (stream, pool) -- its first recorded segment_map, or the lowest
+// of its final segments -- is at or after its base, so the next one's
+// lowest known address lies at least a reservation (1 1/8 of the device
+// memory, in whole pages) further on. Without a trace the final segments
+// alone bound it; else a guessed 80 GiB would make a reservation that
+// swallows its neighbours.
 func (r *Replay) inferTotalMemory() int64 {
 	limit := int64(DefaultTotalMemory)
 	type key struct {
 		stream int64
 		small  bool
+		pool   snapshot.PoolID
 	}
 	bases := map[key]uint64{}
 	var largestMap int64
+	note := func(k key, addr uint64) {
+		if b, ok := bases[k]; !ok || addr < b {
+			bases[k] = addr
+		}
+	}
 	for i, e := range r.trace {
 		if e.Action != snapshot.ActionSegmentMap {
 			continue
@@ -231,9 +242,14 @@ func (r *Replay) inferTotalMemory() int64 {
 				break
 			}
 		}
-		k := key{r.streams.of(&e), small}
+		k := key{stream: r.streams.of(&e), small: small}
 		if _, ok := bases[k]; !ok {
 			bases[k] = e.Addr
+		}
+	}
+	for _, s := range r.final {
+		if s.Expandable {
+			note(key{s.Stream, s.Pool == snapshot.SmallPool, s.PoolID}, s.Address)
 		}
 	}
 	var addrs []uint64
@@ -242,6 +258,8 @@ func (r *Replay) inferTotalMemory() int64 {
 	}
 	slices.Sort(addrs)
 	for i := 1; i < len(addrs); i++ {
+		// The reservation, 1 1/8 of the memory rounded up to whole large
+		// pages, must fit in the gap: whole pages of it, 8/9 of them.
 		gap := int64(addrs[i]-addrs[i-1]) / LargeBuffer * LargeBuffer
 		if t := gap / 9 * 8; t > 0 && t < limit {
 			limit = t
@@ -269,22 +287,42 @@ func (r *Replay) newAllocator(capacity, total int64, hook func(SegmentRequest) (
 }
 
 // seedStart seeds the rebuilt starting state (follow mode) and counts it.
+// A segment the model cannot place is kept outside the simulation
+// (Allocator.AddUnmodelled): it still counts in every figure, and the
+// device gets one warning line for all of them.
 func (r *Replay) seedStart() {
+	var failedRes []string
 	for _, res := range r.start.reservations {
 		if err := r.a.SeedReservation(res.base, res.stream, res.pool); err != nil {
-			r.res.Warnings = append(r.res.Warnings, fmt.Sprintf("starting state: reservation %#x: %v", res.base, err))
+			failedRes = append(failedRes, fmt.Sprintf("reservation %#x: %v", res.base, err))
 		}
 	}
+	var kept []string
+	var keptBytes int64
 	for _, seg := range r.start.segments {
 		if err := r.a.SeedSegment(seg); err != nil {
-			r.res.Warnings = append(r.res.Warnings, fmt.Sprintf("starting state: segment %#x: %v", seg.Address, err))
-			continue
+			r.a.AddUnmodelled(seg)
+			kept = append(kept, fmt.Sprintf("segment %#x: %v", seg.Address, err))
+			keptBytes += seg.TotalSize
+		} else {
+			r.seeded.add(seg.Address, seg.End())
 		}
-		r.seeded.add(seg.Address, seg.End())
 		r.res.History.PreexistingSegments++
 	}
+	switch {
+	case len(kept) > 0:
+		why := kept[0]
+		if len(failedRes) > 0 {
+			why += "; " + failedRes[0]
+		}
+		r.res.Warnings = append(r.res.Warnings, fmt.Sprintf("starting state: %d of %d segments (%s) could not be placed in the simulation and are kept as the snapshot has them: they count in every figure, but the trace cannot use them (first: %s)",
+			len(kept), len(r.start.segments), formatSize(keptBytes), why))
+	case len(failedRes) > 0:
+		r.res.Warnings = append(r.res.Warnings, fmt.Sprintf("starting state: %d expandable-segment reservations could not be placed where the rebuild put them; their segments were given reservations of their own (first: %s)",
+			len(failedRes), failedRes[0]))
+	}
 	r.res.History.PreexistingBlocks = r.start.blocks
-	r.res.History.PreexistingBytes = r.a.stats.ReservedBytes[PoolAll].Current
+	r.res.History.PreexistingBytes = r.a.Stats().ReservedBytes[PoolAll].Current
 }
 
 // deriveCapacity is §16's rule: device_free at the first oom entry plus
@@ -397,10 +435,11 @@ func (r *Replay) beginWindow() {
 	r.a.ResetPeakStats()
 	r.forcedOOMs = 0
 	r.a.forced = 0
-	st := &r.a.stats
+	r.a.MarkWindowStart()
+	st := r.a.Stats()
 	r.peakAlloc = PeakAt{Bytes: st.AllocatedBytes[PoolAll].Current, Index: -1}
 	r.peakRes = PeakAt{Bytes: st.ReservedBytes[PoolAll].Current, Index: -1}
-	r.frag = fragmentation(st)
+	r.frag = fragmentation(&st)
 	h := &r.res.History
 	h.Entries = len(r.trace)
 	if len(r.trace) > 0 {
@@ -533,12 +572,16 @@ func historyNote(h *History) string {
 func (r *Replay) finish(i, j int) {
 	r.a.hist.ring.clear()
 	st := &r.a.stats
-	if p := st.AllocatedBytes[PoolAll].Peak; p > r.peakAlloc.Bytes {
+	// Segments kept outside the simulation since the start add their
+	// constant figures (Allocator.AddUnmodelled).
+	kept := &r.a.outside.fromStart
+	if p := st.AllocatedBytes[PoolAll].Peak + kept.AllocatedBytes[PoolAll].Current; p > r.peakAlloc.Bytes {
 		r.peakAlloc = PeakAt{Bytes: p, Index: j, TimeUS: r.trace[j].TimeUS}
 	}
-	if p := st.ReservedBytes[PoolAll].Peak; p > r.peakRes.Bytes {
+	if p := st.ReservedBytes[PoolAll].Peak + kept.ReservedBytes[PoolAll].Current; p > r.peakRes.Bytes {
 		r.peakRes = PeakAt{Bytes: p, Index: j, TimeUS: r.trace[j].TimeUS}
-		r.frag = fragmentation(st)
+		cur := r.a.Stats()
+		r.frag = fragmentation(&cur)
 	}
 	if r.opts.OnEvent != nil {
 		for k := i; k <= j; k++ {

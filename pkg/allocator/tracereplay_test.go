@@ -361,7 +361,7 @@ func TestReplayWhatIf(t *testing.T) {
 // leaves the original untouched. The field count guards the clone against
 // new Allocator fields it does not know about.
 func TestCloneIsIndependent(t *testing.T) {
-	if n := reflect.TypeOf(Allocator{}).NumField(); n != 28 {
+	if n := reflect.TypeOf(Allocator{}).NumField(); n != 29 {
 		t.Fatalf("Allocator has %d fields; update clone() for the new ones and this count", n)
 	}
 	for _, pc := range []propCase{roundTripCases[1], roundTripCases[5]} {

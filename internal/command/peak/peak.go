@@ -4,6 +4,7 @@ package peak
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -131,8 +132,15 @@ func writeText(opts *Options, devices []devicePeak) error {
 	for _, d := range devices {
 		p, rp := d.peak, d.rp
 		doc.Section(command.DeviceTitle(opts.File, rp))
-		doc.Line("peak allocated %s %s", report.Size(p.Allocated.Allocated), report.MomentText(p.Allocated, p.Entries))
-		doc.Line("peak reserved %s %s", report.Size(p.Reserved.Reserved), report.MomentText(p.Reserved, p.Entries))
+		if p.Coverage == allocator.CoverageNone {
+			// Only the final state is known: the peaks are at least
+			// its figures, and nothing says by how much more.
+			doc.Line("peak allocated: at least %s (no trace: only the final state is known)", report.Size(p.Allocated.Allocated))
+			doc.Line("peak reserved: at least %s (no trace: only the final state is known)", report.Size(p.Reserved.Reserved))
+		} else {
+			doc.Line("peak allocated %s %s", report.Size(p.Allocated.Allocated), report.MomentText(p.Allocated, p.Entries))
+			doc.Line("peak reserved %s %s", report.Size(p.Reserved.Reserved), report.MomentText(p.Reserved, p.Entries))
+		}
 		doc.Line("%s", historyText(rp, p))
 		doc.Table(report.GroupTable(d.groups, d.rest, opts.by, p.LiveBytes, opts.Stacks, "peak"))
 		if opts.Stacks {
@@ -142,7 +150,7 @@ func writeText(opts *Options, devices []devicePeak) error {
 				doc.Pre(report.StackLines(g.Stack, g.HiddenFrames, opts.AllFrames))
 			}
 		}
-		if len(p.Phases) > 0 {
+		if len(p.Phases) > 0 && p.Entries > 0 {
 			doc.Gap()
 			doc.Line("peaks by annotation (the record_function ranges of external_annotations):")
 			doc.Table(report.PhaseTable(p.Phases, p.Entries))
@@ -157,7 +165,7 @@ func historyText(rp *analysis.Replayed, p *analysis.Peak) string {
 	live := fmt.Sprintf("live at the peak: %s in %s", report.Size(p.LiveBytes), report.Plural(len(p.Live), "block", "blocks"))
 	switch p.Coverage {
 	case allocator.CoverageNone:
-		return "no trace: the peak is the final state; " + live
+		return "no trace: the table is the final state, not the peak; " + strings.Replace(live, "live at the peak", "live in the final state", 1)
 	case allocator.CoverageComplete:
 		return fmt.Sprintf("the trace starts from an empty allocator; %s, all allocated during the trace", live)
 	}
@@ -181,6 +189,16 @@ type jsonDevice struct {
 	Groups       []report.GroupJSON   `json:"groups"`
 	Rest         *report.GroupJSON    `json:"rest"`
 	Phases       []analysis.PhasePeak `json:"phases"`
+	// Bounds label the peaks a snapshot without a trace cannot give: only
+	// their least value (the final state's) is known.
+	Bounds map[string]peakBound `json:"bounds,omitempty"`
+}
+
+// peakBound is a figure known only to lie in [Min, Max]; a nil Max is
+// unbounded.
+type peakBound struct {
+	Min int64  `json:"min"`
+	Max *int64 `json:"max"`
 }
 
 func jsonPeak(opts *Options, devices []devicePeak) any {
@@ -195,6 +213,13 @@ func jsonPeak(opts *Options, devices []devicePeak) any {
 			PeakAlloc: p.Allocated, PeakReserved: p.Reserved, LiveBytes: p.LiveBytes, LiveBlocks: len(p.Live),
 			BeforeTrace: p.BeforeTrace, DuringTrace: p.DuringTrace, By: string(opts.by),
 			Groups: []report.GroupJSON{}, Phases: p.Phases,
+		}
+		if p.Coverage == allocator.CoverageNone {
+			jd.Bounds = map[string]peakBound{
+				"peak_allocated": {Min: p.Allocated.Allocated},
+				"peak_reserved":  {Min: p.Reserved.Reserved},
+			}
+			jd.Phases = nil
 		}
 		if jd.Phases == nil {
 			jd.Phases = []analysis.PhasePeak{}
