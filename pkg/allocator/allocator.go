@@ -318,7 +318,7 @@ func (a *Allocator) Malloc(size int64, stream int64, stack snapshot.StackID) (ui
 		return 0, nil
 	}
 	ctx := a.context(ContextState, stack)
-	if len(a.captures) == 0 {
+	if !a.capturing() {
 		// process_events queries CUDA events, illegal during a capture:
 		// malloc skips it while any capture is underway.
 		if len(a.deferred) > 0 {
@@ -392,7 +392,7 @@ func (a *Allocator) allocateWithFallbacks(p *allocParams, ctx snapshot.StackID) 
 			return ok, err
 		}
 	}
-	if len(a.captures) > 0 {
+	if a.capturing() {
 		// No synchronizing release during a capture (malloc's
 		// captures_underway check): the request fails here.
 		return false, nil
@@ -501,7 +501,7 @@ func (a *Allocator) createSegment(addr uint64, size, stream int64, pool *blockPo
 		a.stats.OversizeSegments.increase(1)
 	}
 	a.stats.NumDeviceAlloc++
-	a.record(snapshot.ActionSegmentAlloc, addr, size, stream, ctx)
+	a.record(snapshot.ActionSegmentAlloc, addr, size, stream, pool, ctx)
 	b.segStack = ctx
 	return b
 }
@@ -555,7 +555,7 @@ func (a *Allocator) allocFoundBlock(p *allocParams, orig int64, ctx snapshot.Sta
 	b.allocated = true
 	b.requested = orig
 	b.stack = ctx
-	a.record(snapshot.ActionAlloc, b.addr, orig, b.stream, ctx)
+	a.record(snapshot.ActionAlloc, b.addr, orig, b.stream, b.pool, ctx)
 	a.stats.Allocation.increase(pi, 1)
 	a.stats.AllocatedBytes.increase(pi, b.size)
 	a.stats.Active.increase(pi, 1)
@@ -588,7 +588,7 @@ func (a *Allocator) free(b *block, ctx snapshot.StackID) {
 	a.stats.Allocation.decrease(pi, 1)
 	a.stats.AllocatedBytes.decrease(pi, b.size)
 	a.noteAllocated(b.pool, -b.size)
-	a.record(snapshot.ActionFreeRequested, b.addr, b.requested, b.stream, orStack(ctx, b.stack))
+	a.record(snapshot.ActionFreeRequested, b.addr, b.requested, b.stream, b.pool, orStack(ctx, b.stack))
 	if uint64(b.size) >= a.cfg.MaxSplitSize {
 		a.stats.OversizeAllocations.decrease(1)
 	}
@@ -697,6 +697,11 @@ func (a *Allocator) processEvents(ctx snapshot.StackID) {
 // blocks that were waiting.
 func (a *Allocator) synchronizeAndFreeEvents(ctx snapshot.StackID) {
 	a.stats.NumSyncAllStreams++
+	// "Might as well make sure capture-deferred end of life events get
+	// processed too" (synchronize_and_free_events).
+	if len(a.deferred) > 0 {
+		a.insertDeferredEvents()
+	}
 	for _, q := range a.streams {
 		for _, e := range q.events {
 			if e.b.eventCount--; e.b.eventCount == 0 {
@@ -713,7 +718,7 @@ func (a *Allocator) synchronizeAndFreeEvents(ctx snapshot.StackID) {
 // free neighbours of the same mapped state. The freed block's object
 // survives the merge.
 func (a *Allocator) freeBlock(b *block, ctx snapshot.StackID) {
-	a.record(snapshot.ActionFreeCompleted, b.addr, b.requested, b.stream, orStack(ctx, b.stack))
+	a.record(snapshot.ActionFreeCompleted, b.addr, b.requested, b.stream, b.pool, orStack(ctx, b.stack))
 	a.pending.take(b.addr)
 	b.stack = snapshot.NoStack
 	origSize, req := b.size, b.requested

@@ -134,7 +134,7 @@ func (a *Allocator) mapBlock(b *block, size int64, ctx snapshot.StackID, checkCa
 	a.stats.ReservedBytes.increase(pool.statIndex(), n)
 	a.noteReserved(pool, n, 1)
 	a.stats.NumDeviceAlloc++
-	a.record(snapshot.ActionSegmentMap, mappedAt, n, b.stream, ctx)
+	a.record(snapshot.ActionSegmentMap, mappedAt, n, b.stream, pool, ctx)
 	if b.prev == nil && b.segStack == snapshot.NoStack {
 		b.segStack = ctx
 	}
@@ -188,7 +188,7 @@ func (a *Allocator) unmapBlock(b *block, ctx snapshot.StackID) {
 	a.stats.ReservedBytes.decrease(pool.statIndex(), n)
 	a.noteReserved(pool, -n, -1)
 	a.stats.NumDeviceFree++
-	a.record(snapshot.ActionSegmentUnmap, at, n, b.stream, orStack(ctx, b.segStack))
+	a.record(snapshot.ActionSegmentUnmap, at, n, b.stream, pool, orStack(ctx, b.segStack))
 }
 
 // releaseReservation frees the address range of an expandable segment that

@@ -231,6 +231,13 @@ func (a *Allocator) PoolUseCount(id snapshot.PoolID) int {
 // (captures_underway is not empty).
 func (a *Allocator) Capturing() bool { return len(a.captures) > 0 }
 
+// capturing is malloc's captures_underway test. A request a replay driver
+// routes to a private pool was made while some capture or use_mem_pool
+// was underway, so it counts as one.
+func (a *Allocator) capturing() bool {
+	return len(a.captures) > 0 || a.routed && a.route != nil
+}
+
 // getPool is get_pool: the newest capture whose filter takes the stream
 // routes the request to its pool; otherwise the default pools. A replay
 // driver may override the choice (routeTo) with the pool the recording
@@ -260,7 +267,9 @@ func (a *Allocator) releaseFreeablePools(ctx snapshot.StackID) {
 		if pp.freeable {
 			a.releaseBlocks(&pp.small, ctx)
 			a.releaseBlocks(&pp.large, ctx)
-			if pp.cudaMallocCount == 0 {
+			// cudaMalloc_count == 0: no segment (nor expandable
+			// reservation) of the pool is left.
+			if !a.hasRegionsOf(pp) {
 				continue
 			}
 		}
@@ -444,4 +453,13 @@ func (a *Allocator) allCaptured(b *block) bool {
 		}
 	}
 	return true
+}
+
+func (a *Allocator) hasRegionsOf(pp *privatePool) bool {
+	for _, r := range a.regions {
+		if r.pool.owner == pp {
+			return true
+		}
+	}
+	return false
 }

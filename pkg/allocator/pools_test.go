@@ -348,3 +348,35 @@ func TestClonePools(t *testing.T) {
 		t.Errorf("captures shared between clone and original")
 	}
 }
+
+// SeedSegment puts a segment with a segment_pool_id into that pool,
+// created alive (use_count 1): a default-pool request does not use its
+// free block, a request routed there does, and empty_cache keeps it.
+func TestSeedPrivatePoolSegment(t *testing.T) {
+	s := newSim(t, "", V2_9, Options{})
+	seg := snapshot.Segment{Address: base, TotalSize: 20 << 20, Pool: snapshot.LargePool, PoolID: m1,
+		Blocks: []snapshot.Block{{Address: base, Size: 8 << 20, RequestedSize: 8 << 20, State: snapshot.ActiveAllocated},
+			{Address: base + 8<<20, Size: 12 << 20}}}
+	if err := s.SeedSegment(seg); err != nil {
+		t.Fatal(err)
+	}
+	s.check()
+	if u := s.usage(m1); u.Segments != 1 || u.Allocated != 8<<20 || u.LargestFree != 12<<20 || u.UseCount != 1 {
+		t.Fatalf("seeded pool %+v", u)
+	}
+	if x := s.alloc(4<<20, s0); x == base+8<<20 {
+		t.Errorf("default request took the private pool's block")
+	}
+	s.RouteToPool(m1)
+	if x := s.alloc(4<<20, s0); x != base+8<<20 {
+		t.Errorf("routed request at %#x, want the pool's free block", x)
+	}
+	s.EndRoute()
+	s.emptyCache()
+	if u := s.usage(m1); u.Segments != 1 {
+		t.Errorf("empty_cache returned a live pool's segment")
+	}
+	if got := s.Segments()[0].PoolID; got != m1 {
+		t.Errorf("snapshot segment_pool_id %v", got)
+	}
+}

@@ -27,6 +27,76 @@ type workload struct {
 	streams   []int64
 	recording bool
 	ooms      int
+	// pools: capture into private pools now and then (poolStep).
+	pools     bool
+	livePools []snapshot.PoolID // pools with a user left
+	capture   *snapshot.PoolID  // the capture underway
+	memPool   bool              // ... is a use_mem_pool
+	nextGraph int64
+	nextMem   int64
+}
+
+// poolStep begins or ends a graph capture or use_mem_pool block (into a
+// new pool, or into a live one as pool=g.pool() does), or releases a
+// pool (graph reset, MemPool destructor).
+func (w *workload) poolStep() string {
+	a := w.a
+	if w.capture != nil {
+		id := *w.capture
+		if err := a.EndAllocateToPool(id); err != nil {
+			w.fail("end capture", err)
+		}
+		if w.memPool {
+			// use_mem_pool's __exit__ releases the use its __enter__ took.
+			if err := a.ReleasePool(id); err != nil {
+				w.fail("use_mem_pool exit", err)
+			}
+		}
+		w.capture = nil
+		return "end_capture"
+	}
+	if len(w.livePools) > 0 && w.rng.IntN(3) == 0 {
+		j := w.rng.IntN(len(w.livePools))
+		id := w.livePools[j]
+		w.livePools = slices.Delete(w.livePools, j, j+1)
+		if err := a.ReleasePool(id); err != nil {
+			w.fail("release pool", err)
+		}
+		return "release_pool"
+	}
+	var id snapshot.PoolID
+	reuse := len(w.livePools) > 0 && w.rng.IntN(3) == 0
+	if reuse {
+		id = w.livePools[w.rng.IntN(len(w.livePools))]
+	}
+	w.memPool = a.v.hasMemPool() && w.rng.IntN(2) == 0
+	switch {
+	case w.memPool:
+		if !reuse || id[1] == 0 {
+			w.nextMem++
+			id = snapshot.PoolID{0, w.nextMem}
+			if err := a.CreatePool(id, PoolKindMemPool); err != nil {
+				w.fail("MemPool()", err)
+			}
+			w.livePools = append(w.livePools, id)
+		}
+		if err := a.BeginAllocateToPool(id, PoolKindMemPool, StreamFilter{AllStreams: true}); err != nil {
+			w.fail("use_mem_pool", err)
+		}
+	default:
+		if !reuse {
+			w.nextGraph++
+			id = snapshot.PoolID{w.nextGraph, 0}
+		}
+		stream := w.streams[w.rng.IntN(len(w.streams))]
+		if err := a.BeginAllocateToPool(id, PoolKindGraph, StreamFilter{Stream: stream}); err != nil {
+			w.fail("capture_begin", err)
+		}
+		// Each capture holds a use until its graph is reset.
+		w.livePools = append(w.livePools, id)
+	}
+	w.capture = &id
+	return "begin_capture"
 }
 
 // size draws a request: mostly small tensors, many medium ones, a few
@@ -59,6 +129,9 @@ func (w *workload) fail(op string, err error) {
 func (w *workload) step(i int) string {
 	a := w.a
 	stack := snapshot.StackID(w.rng.IntN(5))
+	if w.pools && w.rng.IntN(100) < 3 {
+		return w.poolStep()
+	}
 	switch r := w.rng.IntN(100); {
 	case r < 45 || len(w.live) == 0:
 		size := w.size()
@@ -147,6 +220,7 @@ type propCase struct {
 	streams  []int64
 	scale    int64
 	toggle   bool // switch expandable segments on and off at runtime
+	pools    bool // graph captures and MemPools (workload.poolStep)
 }
 
 var propCases = []propCase{
@@ -311,7 +385,7 @@ func TestPropertySeedReproducesState(t *testing.T) {
 				cp, _ := New(cfg, Options{SegmentAddress: gen(counter)})
 				for _, r := range orig.Regions() {
 					if r.Expandable {
-						if err := cp.SeedReservation(r.Address, r.Stream, r.Pool); err != nil {
+						if err := cp.SeedReservation(r.Address, r.Stream, r.Pool, snapshot.PoolID{}); err != nil {
 							t.Fatal(err)
 						}
 					}

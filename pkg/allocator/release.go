@@ -71,7 +71,7 @@ func (a *Allocator) releaseBlocks(pool *blockPool, ctx snapshot.StackID) {
 // releaseBlock is release_block: cudaFree a whole free segment.
 func (a *Allocator) releaseBlock(b *block, ctx snapshot.StackID) {
 	a.stats.NumDeviceFree++
-	a.record(snapshot.ActionSegmentFree, b.addr, b.size, b.stream, orStack(ctx, b.segStack))
+	a.record(snapshot.ActionSegmentFree, b.addr, b.size, b.stream, b.pool, orStack(ctx, b.segStack))
 	a.dev.obtained -= b.size
 	pi := b.pool.statIndex()
 	a.stats.Segment.decrease(pi, 1)
@@ -189,7 +189,7 @@ func (a *Allocator) garbageCollect(ctx snapshot.StackID) error {
 // error PyTorch raises.
 func (a *Allocator) outOfMemory(p *allocParams, orig int64, ctx snapshot.StackID) error {
 	free, total := a.dev.MemGetInfo()
-	a.record(snapshot.ActionOOM, uint64(free), p.size, p.stream, ctx)
+	a.record(snapshot.ActionOOM, uint64(free), p.size, p.stream, p.pool, ctx)
 	a.stats.NumOOMs++
 	return &OOMError{
 		Version:       a.v,

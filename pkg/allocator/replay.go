@@ -1,7 +1,6 @@
 package allocator
 
 import (
-	"errors"
 	"fmt"
 	"math"
 
@@ -94,7 +93,55 @@ func (q *streamQueue) removeEventOf(b *block) bool {
 	return false
 }
 
+// RouteToPool makes the pool id ((0, 0): the default pools) receive every
+// request from now on, whatever the captures say, and makes the Seed* and
+// Force* calls create segments there; a private pool that does not exist
+// is created (kind unknown, use_count 1: alive). A replay driver uses it
+// to put each recorded call in the pool the recording shows. EndRoute
+// gives get_pool its own choice back.
+func (a *Allocator) RouteToPool(id snapshot.PoolID) {
+	a.routed, a.route = true, nil
+	if id.IsDefault() {
+		return
+	}
+	pp := a.poolByID(id)
+	if pp == nil {
+		pp, _ = a.createOrIncrefPool(id, KindOfPoolID(id))
+	}
+	a.route = pp
+}
+
+// EndRoute ends RouteToPool.
+func (a *Allocator) EndRoute() { a.routed, a.route = false, nil }
+
+// MarkPoolReleased records that the program released pool id (its
+// use_count reached 0): a replay driver learns it when the recording shows
+// empty_cache returning the pool's segments.
+func (a *Allocator) MarkPoolReleased(id snapshot.PoolID) {
+	if pp := a.poolByID(id); pp != nil && pp.useCount > 0 {
+		pp.useCount, pp.freeable = 0, true
+	}
+}
+
+// PoolOf returns the pool id of the segment holding addr, and false if no
+// segment holds it.
+func (a *Allocator) PoolOf(addr uint64) (snapshot.PoolID, bool) {
+	r := a.regions.find(addr)
+	if r == nil {
+		return snapshot.PoolID{}, false
+	}
+	return r.pool.id, true
+}
+
+// poolOfKind is the block set of a kind in the routed pool (the default
+// pools unless RouteToPool chose a private one).
 func (a *Allocator) poolOfKind(kind snapshot.Pool) *blockPool {
+	if a.routed && a.route != nil {
+		if kind == snapshot.SmallPool {
+			return &a.route.small
+		}
+		return &a.route.large
+	}
 	if kind == snapshot.SmallPool {
 		return &a.small
 	}
@@ -117,11 +164,13 @@ func (a *Allocator) pageOf(pool *blockPool) int64 {
 // requested size and stack; active_pending_free blocks become freed blocks
 // waiting as after FreeDeferred; inactive blocks stay free and keep their
 // (possibly stale) requested size. Blocks not listed are free. The device's
-// capacity is not checked: the state is known to have existed.
+// capacity is not checked: the state is known to have existed. A segment
+// of a private pool (segment_pool_id other than (0, 0)) goes to that pool,
+// created alive if it does not exist yet.
 func (a *Allocator) SeedSegment(seg snapshot.Segment) error {
-	if !seg.PoolID.IsDefault() {
-		return errors.New("allocator: private pools are not simulated")
-	}
+	routed, route := a.routed, a.route
+	a.RouteToPool(seg.PoolID)
+	defer func() { a.routed, a.route = routed, route }()
 	if seg.TotalSize <= 0 {
 		return fmt.Errorf("allocator: seeded segment %#x has size %d", seg.Address, seg.TotalSize)
 	}
@@ -201,7 +250,10 @@ func validateSeedBlocks(seg *snapshot.Segment) error {
 // SeedReservation creates the (empty) address reservation of an expandable
 // segment at base, so that later seeded or forced maps land in it. Replay
 // drivers learn base from the first segment_map outside known reservations.
-func (a *Allocator) SeedReservation(base uint64, stream int64, pool snapshot.Pool) error {
+func (a *Allocator) SeedReservation(base uint64, stream int64, pool snapshot.Pool, id snapshot.PoolID) error {
+	routed, route := a.routed, a.route
+	a.RouteToPool(id)
+	defer func() { a.routed, a.route = routed, route }()
 	p := a.poolOfKind(pool)
 	_, err := a.reserveAt(base, stream, p)
 	return err

@@ -48,6 +48,9 @@ type ReplayResult struct {
 	// counts as one).
 	FinalSegments int `json:"final_segments"`
 
+	// Pools are the private pools' figures (absent without private pools).
+	Pools PoolFigures `json:"private_pools"`
+
 	// Warnings are things the replay had to work around (settings it could
 	// not use, starting-state segments it could not seed, ...).
 	Warnings []string `json:"warnings,omitempty"`
@@ -188,3 +191,25 @@ func (m Match) Exact() bool { return m.Snapshot == m.Matching && m.Replayed == m
 
 // Exact reports whether the replayed state equals the snapshot's.
 func (a *Agreement) Exact() bool { return a.MismatchCount == 0 }
+
+// PoolFigures are a replay's private-pool figures.
+type PoolFigures struct {
+	// Final lists the pools at the end of the replay: the default pools
+	// (id (0, 0)) first, then each private pool by id.
+	Final []PoolUsage `json:"final,omitempty"`
+	// Reserved and Allocated are the private pools' totals: current at
+	// the end, and their peaks over the window.
+	Reserved  Stat `json:"reserved"`
+	Allocated Stat `json:"allocated"`
+	// Inferred counts calls whose pool the recording did not say and the
+	// replay found by trying the pools; Ambiguous those where more than
+	// one pool fits, and AmbiguousBytes the segment bytes they created:
+	// the per-pool peaks may be off by up to that much (the totals over
+	// all pools are exact).
+	Inferred       int   `json:"inferred_calls,omitempty"`
+	Ambiguous      int   `json:"ambiguous_calls,omitempty"`
+	AmbiguousBytes int64 `json:"ambiguous_bytes,omitempty"`
+}
+
+// Any reports whether the replay saw private pools.
+func (p *PoolFigures) Any() bool { return len(p.Final) > 1 || p.Reserved.Peak > 0 }

@@ -86,6 +86,7 @@ type seedReservation struct {
 	base   uint64
 	stream int64
 	pool   snapshot.Pool
+	poolID snapshot.PoolID
 }
 
 // firstFree is an address whose first event in the trace is a free.
@@ -325,9 +326,9 @@ func reconstructStart(cfg Config, tr []snapshot.TraceEntry, streams streamTable,
 			}
 			continue
 		}
-		// A segment the simulation cannot hold (a private pool's, ...)
-		// is seeded all the same: seedStart keeps what fails outside the
-		// simulation, counted in every figure.
+		// A segment the simulation cannot hold is seeded all the same:
+		// seedStart keeps what fails outside the simulation, counted in
+		// every figure. Private pools' segments go to their pool.
 		seg := snapshot.Segment{Device: s.Device, Address: s.Address, TotalSize: s.TotalSize, Stream: s.Stream, Pool: s.Pool, PoolID: s.PoolID, Stack: s.Stack}
 		if untouched(s.Address, s.End()) {
 			// Nothing happened in it during the trace: the snapshot's
@@ -376,7 +377,7 @@ func reconstructStart(cfg Config, tr []snapshot.TraceEntry, streams streamTable,
 		}
 		for _, s := range expandable {
 			if s.Address < r.hi && r.lo < s.End() {
-				seg.Pool = s.Pool
+				seg.Pool, seg.PoolID = s.Pool, s.PoolID
 				for _, b := range s.Blocks {
 					if b.Address >= r.lo && b.Address < r.hi {
 						blocks = append(blocks, b)
@@ -455,7 +456,7 @@ func reconstructStart(cfg Config, tr []snapshot.TraceEntry, streams streamTable,
 				base = lo // would overlap a reservation already placed
 			}
 		}
-		st.reservations = append(st.reservations, seedReservation{base, s.Stream, s.Pool})
+		st.reservations = append(st.reservations, seedReservation{base, s.Stream, s.Pool, s.PoolID})
 	}
 	st.segments = append(st.segments, expSeeds...)
 	slices.SortFunc(st.segments, func(a, b snapshot.Segment) int {

@@ -163,7 +163,7 @@ func TestForceOperations(t *testing.T) {
 func TestForceExpandable(t *testing.T) {
 	s := newSim(t, "expandable_segments:True", Latest, Options{TotalMemory: 8 * GiB})
 	V := uint64(0x600000000000)
-	if err := s.SeedReservation(V, s0, snapshot.LargePool); err != nil {
+	if err := s.SeedReservation(V, s0, snapshot.LargePool, snapshot.PoolID{}); err != nil {
 		t.Fatal(err)
 	}
 	// Map pages 2 and 3, leaving pages 0-1 unmapped.
@@ -249,7 +249,6 @@ func TestSeedSegmentStates(t *testing.T) {
 		{Address: 0x7e0000000000, TotalSize: 2 * mib}, // overlaps
 		{Address: 0x7d0000000000, TotalSize: 0},
 		{Address: 0x7d0000000000, TotalSize: 4 * mib, Blocks: []snapshot.Block{{Address: 0x7d0000000000, Size: mib}}},
-		{Address: 0x7d0000000000, TotalSize: 4 * mib, PoolID: snapshot.PoolID{1, 2}},
 	} {
 		if err := s.SeedSegment(bad); err == nil {
 			t.Errorf("bad seed accepted: %+v", bad)

@@ -126,6 +126,7 @@ func (a *Allocator) Snapshot() *snapshot.Snapshot {
 			UserMetadata:     v.hasUserMetadata(),
 			AllocatorSetting: v.hasAllocatorSettings(),
 			Annotations:      v.hasAnnotations(),
+			TracePoolID:      v.tracesPoolID(),
 		},
 	}
 	if v.hasCompileContext() {
@@ -143,7 +144,7 @@ func (a *Allocator) Snapshot() *snapshot.Snapshot {
 	for i := range s.Segments {
 		active += s.Segments[i].ActiveSize
 	}
-	a.record(snapshot.ActionSnapshot, 0, active, 0, snapshot.NoStack)
+	a.record(snapshot.ActionSnapshot, 0, active, 0, nil, snapshot.NoStack)
 	return s
 }
 

@@ -157,13 +157,17 @@ func (a *Allocator) RecordHistory(o HistoryOptions) error {
 
 // record is record_trace. Entries carry the stack only from the "alloc"
 // context level up.
-func (a *Allocator) record(act snapshot.Action, addr uint64, size, stream int64, ctx snapshot.StackID) {
+func (a *Allocator) record(act snapshot.Action, addr uint64, size, stream int64, pool *blockPool, ctx snapshot.StackID) {
 	if !a.hist.enabled || a.mute || a.hist.skip[act] {
 		return
 	}
 	c := snapshot.EntryContext{Stream: stream}
 	if a.v.hasCompileContext() {
 		c.CompileContext = CompileContextNA
+	}
+	if pool != nil && a.v.tracesPoolID() {
+		// record_trace's mempool_id: the block's pool's owner_MempoolId.
+		c.Pool = pool.id
 	}
 	e := snapshot.TraceEntry{Action: act, Addr: addr, Size: size, Context: a.hist.contexts.Intern(c)}
 	if a.hist.context >= ContextAlloc {

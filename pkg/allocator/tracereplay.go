@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"sort"
 
 	"github.com/memstat/memstat/pkg/snapshot"
 )
@@ -127,6 +128,9 @@ type Replay struct {
 
 	peakAlloc, peakRes PeakAt
 	frag               float64
+
+	// pools says which pool each recorded call went to (see pools).
+	pools callPools
 }
 
 // NewReplay prepares the replay of device o.Device of s: it picks the
@@ -199,8 +203,14 @@ func NewReplay(s *snapshot.Snapshot, o ReplayOptions) (*Replay, error) {
 			return d.reservationSize(page)
 		}
 		r.start = reconstructStart(r.cfg, r.trace, r.streams, r.final, resSize)
+		r.startPools()
 	}
 	r.res.Warnings = append(r.res.Warnings, r.start.warnings...)
+	if follow != nil {
+		r.pools = follow.pools
+	} else {
+		r.pools = findCallPools(r.snap, r.trace, r.final)
+	}
 
 	if o.Mode == Follow {
 		return r, r.initFollow(total)
@@ -242,7 +252,16 @@ func (r *Replay) inferTotalMemory() int64 {
 				break
 			}
 		}
+		// Each pool has reservations of its own: the map's pool is its
+		// pool_id, or that of the final segment holding it.
 		k := key{stream: r.streams.of(&e), small: small}
+		if r.snap.Features.TracePoolID {
+			k.pool = r.snap.Context(&e).Pool
+		} else if n := sort.Search(len(r.final), func(x int) bool { return r.final[x].Address > e.Addr }); n > 0 {
+			if f := r.final[n-1]; f.Expandable && e.Addr < f.End() {
+				k.pool = f.PoolID
+			}
+		}
 		if _, ok := bases[k]; !ok {
 			bases[k] = e.Addr
 		}
@@ -293,7 +312,7 @@ func (r *Replay) newAllocator(capacity, total int64, hook func(SegmentRequest) (
 func (r *Replay) seedStart() {
 	var failedRes []string
 	for _, res := range r.start.reservations {
-		if err := r.a.SeedReservation(res.base, res.stream, res.pool); err != nil {
+		if err := r.a.SeedReservation(res.base, res.stream, res.pool, res.poolID); err != nil {
 			failedRes = append(failedRes, fmt.Sprintf("reservation %#x: %v", res.base, err))
 		}
 	}
@@ -553,6 +572,10 @@ func (r *Replay) Result() *ReplayResult {
 	r.res.FragmentationAtPeakReserved = r.frag
 	r.res.SegmentsCreated = st.NumDeviceAlloc
 	r.res.FinalSegments = r.a.numSegments()
+	if us := r.a.PoolUsages(); len(us) > 1 || r.a.privateReserved.Peak > 0 {
+		r.res.Pools.Final = us
+		r.res.Pools.Reserved, r.res.Pools.Allocated = r.a.PrivatePoolStats()
+	}
 	r.res.History.Note = historyNote(&r.res.History)
 	return r.res
 }
@@ -629,11 +652,14 @@ func (r *Replay) stepFollow() {
 	switch e.Action {
 	case snapshot.ActionAlloc, snapshot.ActionOOM, snapshot.ActionSegmentAlloc, snapshot.ActionSegmentFree,
 		snapshot.ActionSegmentMap, snapshot.ActionSegmentUnmap:
-		if j := r.callEnd(i); j >= 0 {
+		j := r.callEnd(i)
+		r.notePoolReleases(i, j, r.routeCall(i, j))
+		if j >= 0 {
 			r.followMalloc(i, j)
 		} else {
 			r.followRelease(i)
 		}
+		r.a.EndRoute()
 	case snapshot.ActionFreeRequested:
 		if r.a.Allocated(e.Addr) {
 			r.a.FreeDeferred(e.Addr, e.Stack)
@@ -738,6 +764,9 @@ func sameEntries(got, want []snapshot.TraceEntry) bool {
 
 // followMalloc handles the allocator call i..j (j is its alloc or oom).
 func (r *Replay) followMalloc(i, j int) {
+	if r.pools.guess[j] && r.tryPools(i, j) {
+		return
+	}
 	want := r.trace[i : j+1]
 	e := r.trace[j]
 	isAlloc := e.Action == snapshot.ActionAlloc
@@ -844,13 +873,28 @@ func (r *Replay) syncedByCall(i int) bool {
 // at i (ending at most at last); it keeps it if it produced exactly a
 // prefix of the run.
 func (r *Replay) tryEmptyCache(i, last int) bool {
+	if r.tryEmptyCacheAs(i, last, false) {
+		return true
+	}
+	// 2.9: an empty_cache during a capture returns only freeable pools.
+	return r.pools.any && r.a.v.capturesGuardEmptyCache() && r.tryEmptyCacheAs(i, last, true)
+}
+
+func (r *Replay) tryEmptyCacheAs(i, last int, capturing bool) bool {
 	c := r.a.clone()
-	c.EmptyCache(r.trace[i].Stack)
+	if capturing {
+		c.releaseFreeablePools(c.context(ContextAll, r.trace[i].Stack))
+	} else {
+		c.EmptyCache(r.trace[i].Stack)
+	}
 	got := c.Trace()
 	if k := len(got); k > 0 && i+k-1 <= last && sameEntries(got, r.trace[i:i+k]) {
 		r.a = c
 		r.res.Fidelity.EmptyCacheCalls++
 		r.emptyCacheAt[i] = true
+		if capturing {
+			r.pools.capturingEmptyCache[i] = true
+		}
 		r.res.Fidelity.SegmentEvents.Reproduced += k
 		r.finish(i, i+k-1)
 		return true
@@ -963,7 +1007,7 @@ func (r *Replay) force(i, j int, what func() string) {
 // forceOOM records a recorded out-of-memory error the simulator did not
 // reproduce: the oom trace entry and num_ooms.
 func (a *Allocator) forceOOM(e snapshot.TraceEntry, stream int64) {
-	a.record(snapshot.ActionOOM, e.Addr, e.Size, stream, a.context(ContextState, e.Stack))
+	a.record(snapshot.ActionOOM, e.Addr, e.Size, stream, a.getPool(a.cfg.RoundSize(e.Size), stream), a.context(ContextState, e.Stack))
 	a.stats.NumOOMs++
 }
 
@@ -1006,7 +1050,9 @@ func (r *Replay) stepWhatIf() {
 	a := r.a
 	switch e.Action {
 	case snapshot.ActionAlloc:
+		a.RouteToPool(r.pools.call[i])
 		addr, err := a.Malloc(e.Size, r.streams.of(&e), e.Stack)
+		a.EndRoute()
 		if err != nil {
 			r.failed[e.Addr] = true
 			delete(r.simAddr, e.Addr)
@@ -1035,11 +1081,20 @@ func (r *Replay) stepWhatIf() {
 	case snapshot.ActionOOM:
 		// The request failed for real; under other settings it may not.
 		// The program went on without it, so a success is freed at once.
-		if addr, err := a.Malloc(e.Size, r.streams.of(&e), e.Stack); err == nil {
+		a.RouteToPool(r.pools.call[i])
+		addr, err := a.Malloc(e.Size, r.streams.of(&e), e.Stack)
+		a.EndRoute()
+		if err == nil {
 			a.Free(addr, snapshot.NoStack)
 		}
 	case snapshot.ActionSegmentFree, snapshot.ActionSegmentUnmap:
-		if r.emptyCacheAt[i] {
+		if id, ok := r.pools.released[i]; ok {
+			a.MarkPoolReleased(id)
+		}
+		switch {
+		case r.pools.capturingEmptyCache[i]:
+			a.releaseFreeablePools(a.context(ContextAll, e.Stack))
+		case r.emptyCacheAt[i]:
 			a.EmptyCache(e.Stack)
 		}
 	}
@@ -1085,4 +1140,274 @@ func (a *Allocator) orderHeldFrees(entries []snapshot.TraceEntry) {
 		}
 		return 0
 	})
+}
+
+// ---- private pools ----
+
+// callPools tells a replay which pool each recorded call used. A trace
+// says it directly from 2.9 (pool_id); before, the pool of a call follows
+// from the addresses: an allocation lands in a segment of its pool, and a
+// segment the trace creates belongs to the pool the final snapshot shows
+// it in, if it is still there at the end.
+type callPools struct {
+	// call maps an alloc or oom entry to its private pool (absent: the
+	// default pools); the what-if replay routes by it.
+	call map[int]snapshot.PoolID
+	// seg maps a segment_alloc or segment_map entry to its pool (absent:
+	// unknown, replayed in the default pools).
+	seg map[int]snapshot.PoolID
+	// released maps a segment_free or segment_unmap of a private pool's
+	// segment to that pool: the program had released the pool by then.
+	released map[int]snapshot.PoolID
+	// unknown lists the segments the trace creates and frees again, of
+	// a recording that does not say pools, while private pools exist:
+	// their pool is not known.
+	unknown []int
+	// any: the recording has private pools at all.
+	any bool
+	// guess marks the calls whose pool routeCall could not tell (a new
+	// segment the trace frees again, an oom): followMalloc tries the
+	// default and every live private pool.
+	guess map[int]bool
+	// capturingEmptyCache marks the empty_cache calls made during a
+	// capture (2.9: only freeable pools released).
+	capturingEmptyCache map[int]bool
+}
+
+func findCallPools(s *snapshot.Snapshot, tr []snapshot.TraceEntry, final []*snapshot.Segment) callPools {
+	cp := callPools{call: map[int]snapshot.PoolID{}, seg: map[int]snapshot.PoolID{}, released: map[int]snapshot.PoolID{}, guess: map[int]bool{}, capturingEmptyCache: map[int]bool{}}
+	for _, f := range final {
+		cp.any = cp.any || !f.PoolID.IsDefault()
+	}
+	if s.Features.TracePoolID {
+		for i := range tr {
+			e := &tr[i]
+			id := s.Context(e).Pool
+			if id.IsDefault() {
+				continue
+			}
+			cp.any = true
+			switch e.Action {
+			case snapshot.ActionAlloc, snapshot.ActionOOM:
+				cp.call[i] = id
+			case snapshot.ActionSegmentAlloc, snapshot.ActionSegmentMap:
+				cp.seg[i] = id
+			}
+		}
+		return cp
+	}
+	if !cp.any {
+		return cp
+	}
+	// From the addresses: the final segments name the pools of the
+	// segments still live at the end; the segment holding an address at a
+	// moment names the pool of an allocation there.
+	finalAt := func(addr uint64) *snapshot.Segment {
+		k, ok := slices.BinarySearchFunc(final, addr, func(f *snapshot.Segment, a uint64) int {
+			switch {
+			case f.End() <= a:
+				return -1
+			case f.Address > a:
+				return 1
+			}
+			return 0
+		})
+		if !ok {
+			return nil
+		}
+		return final[k]
+	}
+	live := map[uint64]int{} // cudaMalloc'd segment address → its segment_alloc
+	for i, e := range tr {
+		switch e.Action {
+		case snapshot.ActionSegmentAlloc:
+			live[e.Addr] = i
+		case snapshot.ActionSegmentFree:
+			if k, ok := live[e.Addr]; ok {
+				delete(live, e.Addr)
+				cp.unknown = append(cp.unknown, k)
+			}
+		case snapshot.ActionSegmentMap:
+			// Expandable reservations belong to one pool for their life.
+			if f := finalAt(e.Addr); f != nil && f.Expandable {
+				cp.seg[i] = f.PoolID
+			}
+		}
+	}
+	for addr, k := range live {
+		if f := finalAt(addr); f != nil && f.Address == addr {
+			cp.seg[k] = f.PoolID
+		}
+	}
+	slices.Sort(cp.unknown)
+	return cp
+}
+
+// routeCall puts the allocator call i..j (j < 0: a release run) in the
+// pool the recording shows and returns it: the entry's own pool_id (2.9+),
+// else the pool of a segment the call creates, else the pool of the
+// segment its address lies in.
+func (r *Replay) routeCall(i, j int) snapshot.PoolID {
+	if !r.pools.any {
+		return snapshot.PoolID{}
+	}
+	var id snapshot.PoolID
+	switch {
+	case r.snap.Features.TracePoolID:
+		if j >= 0 {
+			id = r.pools.call[j]
+		} else {
+			id = r.pools.seg[i]
+		}
+	default:
+		found := false
+		last := max(i, j)
+		for k := i; k <= last && !found; k++ {
+			switch r.trace[k].Action {
+			case snapshot.ActionSegmentAlloc, snapshot.ActionSegmentMap:
+				id, found = r.pools.seg[k]
+				if !found && j >= 0 {
+					r.pools.guess[j] = true
+				}
+				found = true
+			}
+		}
+		switch {
+		case found || j < 0:
+		case r.trace[j].Action == snapshot.ActionAlloc:
+			id, _ = r.a.PoolOf(r.trace[j].Addr)
+		default: // an oom: no address to go by
+			r.pools.guess[j] = true
+		}
+		if j >= 0 && !id.IsDefault() {
+			r.pools.call[j] = id
+		}
+	}
+	r.a.RouteToPool(id)
+	return id
+}
+
+// notePoolReleases marks the pools whose segments the call or release run
+// i..j returns: empty_cache (or a failed cudaMalloc's release of every
+// cached segment) returns a private pool's segments only once its
+// use_count is 0. A call may also return oversize blocks of its own pool
+// (release_available_cached_blocks), which says nothing of the pool.
+func (r *Replay) notePoolReleases(i, j int, own snapshot.PoolID) {
+	if !r.pools.any {
+		return
+	}
+	last := j
+	if last < 0 {
+		last = i
+		for last+1 < len(r.trace) && isSegmentEvent(r.trace[last+1].Action) {
+			last++
+		}
+	}
+	for k := i; k <= last; k++ {
+		e := r.trace[k]
+		if !isRelease(e.Action) {
+			continue
+		}
+		if id, ok := r.a.PoolOf(e.Addr); ok && !id.IsDefault() && id != own {
+			r.pools.released[k] = id
+			r.a.MarkPoolReleased(id)
+		}
+	}
+}
+
+// tryPools tries the call i..j in the default pools and then in each live
+// private pool, and keeps the first that reproduces the recorded entries
+// (the recording does not say which pool the call used). A call no pool
+// reproduces is left to followMalloc, routed to the default pools. When
+// more than one pool reproduces a new segment (predictable calls are
+// checked in all of them), which pool holds it is ambiguous: its bytes
+// count in Pools.AmbiguousBytes.
+func (r *Replay) tryPools(i, j int) bool {
+	cands := []snapshot.PoolID{{}}
+	for _, pp := range r.a.pools {
+		if pp.useCount > 0 {
+			cands = append(cands, pp.id)
+		}
+	}
+	e := r.trace[j]
+	matches := 0
+	var chosen *snapshot.PoolID
+	for _, id := range cands {
+		r.a.RouteToPool(id)
+		if e.Action == snapshot.ActionAlloc {
+			out, _, allocSize := r.a.predictMalloc(e.Size, r.streams.of(&e))
+			if out == outcomeNewSegment {
+				s := r.trace[i]
+				if j == i+1 && s.Action == snapshot.ActionSegmentAlloc && s.Size == allocSize && s.Addr == e.Addr {
+					matches++
+					if chosen == nil {
+						chosen = &id
+					}
+				}
+				continue
+			}
+			if out != outcomeUnknown {
+				continue
+			}
+		}
+		if chosen != nil {
+			continue
+		}
+		if ok, _, _ := r.tryCall(i, j); ok {
+			r.notePoolGuess(j, id, 1)
+			return true
+		}
+	}
+	if chosen == nil {
+		r.a.RouteToPool(snapshot.PoolID{})
+		return false
+	}
+	r.a.RouteToPool(*chosen)
+	r.notePoolGuess(j, *chosen, matches)
+	r.win, r.cur = [2]int{i, j}, r.a
+	_, err := r.a.Malloc(e.Size, r.streams.of(&e), e.Stack)
+	if err == nil && sameEntries(r.a.Trace(), r.trace[i:j+1]) {
+		r.matched(i, j)
+		return true
+	}
+	r.diverged(i, j, func() string { return fmt.Sprintf("predicted placement not reproduced (%v)", err) })
+	r.finish(i, j)
+	return true
+}
+
+// notePoolGuess records the pool a trial chose for call j; matches is how
+// many pools would have reproduced it.
+func (r *Replay) notePoolGuess(j int, id snapshot.PoolID, matches int) {
+	if !id.IsDefault() {
+		r.pools.call[j] = id
+	}
+	p := &r.res.Pools
+	p.Inferred++
+	if matches > 1 && j > 0 {
+		p.Ambiguous++
+		p.AmbiguousBytes += r.trace[j-1].Size
+	}
+}
+
+// startPools gives the starting state's segments that the final snapshot
+// does not show (freed inside the window) the pool their first entry in
+// the trace names, where entries carry pool_id (2.9+).
+func (r *Replay) startPools() {
+	if !r.snap.Features.TracePoolID {
+		return
+	}
+	for k := range r.start.segments {
+		seg := &r.start.segments[k]
+		if !seg.PoolID.IsDefault() || seg.Expandable {
+			// An expandable range goes with its reservation's pool.
+			continue
+		}
+		for i := range r.trace {
+			e := &r.trace[i]
+			if e.Action != snapshot.ActionOOM && e.Action != snapshot.ActionSnapshot && e.Addr >= seg.Address && e.Addr < seg.End() {
+				seg.PoolID = r.snap.Context(e).Pool
+				break
+			}
+		}
+	}
 }

@@ -46,6 +46,7 @@ const (
 	kSegmentType
 	kSegmentPoolID
 	kIsExpandable
+	kPoolID
 	kCount
 )
 
@@ -56,7 +57,7 @@ var keyNames = [kCount]string{
 	kState: "state", kRequestedSize: "requested_size", kAddress: "address", kHistory: "history",
 	kRealSize: "real_size", kBlocks: "blocks", kDevice: "device", kTotalSize: "total_size",
 	kAllocatedSize: "allocated_size", kActiveSize: "active_size", kSegmentType: "segment_type",
-	kSegmentPoolID: "segment_pool_id", kIsExpandable: "is_expandable",
+	kSegmentPoolID: "segment_pool_id", kIsExpandable: "is_expandable", kPoolID: "pool_id",
 }
 
 // historyEntry is a 2.0 block history item ({addr, real_size, frames}).
@@ -333,6 +334,12 @@ func (b *builder) entry() (pickle.Value, bool, error) {
 	b.features.UserMetadata = b.features.UserMetadata || b.present[kUserMetadata]
 	c.CompileContext = b.internStr(kCompileContext)
 	c.UserMetadata = b.internStr(kUserMetadata)
+	if b.present[kPoolID] {
+		b.features.TracePoolID = true
+		if c.Pool, err = b.poolID(what, kPoolID); err != nil {
+			return pickle.None, false, err
+		}
+	}
 	// Most entries repeat the previous entry's context: skip the map.
 	if c != b.lastContext || len(b.entries) == 0 {
 		b.lastContext, b.lastContextID = c, b.contexts.Intern(c)
@@ -496,16 +503,8 @@ func (b *builder) segment() (pickle.Value, bool, error) {
 		return pickle.None, false, fmt.Errorf("%s: unknown segment_type %s", what, quote(t))
 	}
 	if b.present[kSegmentPoolID] {
-		items := b.vs.Items(b.fields[kSegmentPoolID])
-		if len(items) != 2 {
-			return pickle.None, false, fmt.Errorf("%s: segment_pool_id is not a pair of ints", what)
-		}
-		for i := range 2 {
-			x, ok := items[i].AsInt()
-			if !ok {
-				return pickle.None, false, fmt.Errorf("%s: segment_pool_id is not a pair of ints", what)
-			}
-			s.PoolID[i] = x
+		if s.PoolID, err = b.poolID(what, kSegmentPoolID); err != nil {
+			return pickle.None, false, err
 		}
 	}
 	if b.present[kIsExpandable] {
@@ -548,4 +547,22 @@ func (b *builder) segment() (pickle.Value, bool, error) {
 	}
 	b.segments = append(b.segments, p)
 	return pickle.Record(tagSegment, uint64(len(b.segments)-1)), true, nil
+}
+
+// poolID reads a (int, int) pool id: a segment's segment_pool_id or a
+// trace entry's pool_id.
+func (b *builder) poolID(what string, k int) (PoolID, error) {
+	var id PoolID
+	items := b.vs.Items(b.fields[k])
+	if len(items) != 2 {
+		return id, fmt.Errorf("%s: %s is not a pair of ints", what, keyNames[k])
+	}
+	for i := range 2 {
+		x, ok := items[i].AsInt()
+		if !ok {
+			return id, fmt.Errorf("%s: %s is not a pair of ints", what, keyNames[k])
+		}
+		id[i] = x
+	}
+	return id, nil
 }

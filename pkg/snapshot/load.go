@@ -281,6 +281,7 @@ func mergeFeatures(a, b Features) Features {
 	a.TimeUS = a.TimeUS || b.TimeUS
 	a.CompileContext = a.CompileContext || b.CompileContext
 	a.UserMetadata = a.UserMetadata || b.UserMetadata
+	a.TracePoolID = a.TracePoolID || b.TracePoolID
 	return a
 }
 

@@ -55,6 +55,7 @@ type Features struct {
 	TimeUS           bool // 2.2+: trace entries carry time_us
 	CompileContext   bool // trace entries carry compile_context
 	UserMetadata     bool // trace entries carry user_metadata
+	TracePoolID      bool // 2.9+: trace entries carry pool_id
 	AllocatorSetting bool // 2.3+: allocator_settings present
 	Annotations      bool // 2.5+: external_annotations present
 	JSON             bool // the file was JSON, not a pickle
@@ -287,6 +288,9 @@ type EntryContext struct {
 	Stream         int64
 	CompileContext StrID
 	UserMetadata   StrID
+	// Pool is the entry's pool_id (2.9+): the mempool of the block or
+	// segment; (0, 0) for the default pools and in older files.
+	Pool PoolID
 }
 
 // Contexts interns EntryContexts. The zero value is ready to use; ID 0 is

@@ -219,6 +219,13 @@ func (w *writer) entry(te *TraceEntry) {
 		e.Key("user_metadata")
 		w.str(c.UserMetadata)
 	}
+	if s.Features.TracePoolID {
+		e.Key("pool_id")
+		e.BeginTuple(2)
+		e.Int(c.Pool[0])
+		e.Int(c.Pool[1])
+		e.EndTuple()
+	}
 	if te.Stack != NoStack {
 		e.Key("frames")
 		w.stack(te.Stack, "trace entry", te.Addr)
