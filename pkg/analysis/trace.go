@@ -1,7 +1,6 @@
 package analysis
 
 import (
-	"container/heap"
 	"errors"
 	"fmt"
 	"io"
@@ -179,32 +178,50 @@ func (q *TraceQuery) match(i int, e *snapshot.TraceEntry, first int64) bool {
 
 // names hands out allocation names, reusing freed ones smallest first.
 type names struct {
-	free intHeap
+	free []int // a min-heap
 	next int
 }
 
-type intHeap []int
-
-func (h intHeap) Len() int           { return len(h) }
-func (h intHeap) Less(i, j int) bool { return h[i] < h[j] }
-func (h intHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *intHeap) Push(x any)        { *h = append(*h, x.(int)) }
-func (h *intHeap) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return x
-}
-
 func (n *names) take() int {
-	if n.free.Len() > 0 {
-		return heap.Pop(&n.free).(int)
+	h := n.free
+	if len(h) == 0 {
+		n.next++
+		return n.next - 1
 	}
-	n.next++
-	return n.next - 1
+	k := h[0]
+	last := len(h) - 1
+	h[0] = h[last]
+	h = h[:last]
+	for i := 0; ; {
+		c := 2*i + 1
+		if c >= len(h) {
+			break
+		}
+		if c+1 < len(h) && h[c+1] < h[c] {
+			c++
+		}
+		if h[i] <= h[c] {
+			break
+		}
+		h[i], h[c] = h[c], h[i]
+		i = c
+	}
+	n.free = h
+	return k
 }
 
-func (n *names) give(k int) { heap.Push(&n.free, k) }
+func (n *names) give(k int) {
+	h := append(n.free, k)
+	for i := len(h) - 1; i > 0; {
+		p := (i - 1) / 2
+		if h[p] <= h[i] {
+			break
+		}
+		h[p], h[i] = h[i], h[p]
+		i = p
+	}
+	n.free = h
+}
 
 // AllocName is the k-th allocation name: a ... z, aa ... az, ba, ...
 func AllocName(k int) string {

@@ -1,7 +1,6 @@
 package report
 
 import (
-	"fmt"
 	"strconv"
 )
 
@@ -18,7 +17,10 @@ func Stream(s int64) Cell {
 }
 
 // Seconds formats a time since the first trace entry: "+1.234567s".
-func Seconds(f float64) string { return fmt.Sprintf("+%.6fs", f) }
+func Seconds(f float64) string {
+	var b [32]byte
+	return string(append(strconv.AppendFloat(append(b[:0], '+'), f, 'f', 6, 64), 's'))
+}
 
 // Delta is a signed change of a count ("+3", "-1", "0").
 func Delta(n int64) Cell {

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"strconv"
 )
 
 // Format is an output format.
@@ -41,18 +42,21 @@ func Size(n int64) string {
 		return "-" + Size(-n)
 	}
 	if n < 1024 {
-		return fmt.Sprintf("%d B", n)
+		return strconv.FormatInt(n, 10) + " B"
 	}
-	units := []string{"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"}
+	// strconv, not fmt: a trace listing formats two sizes a line.
 	f := float64(n) / 1024
-	for i, u := range units {
-		if f < 1024 || i == len(units)-1 {
-			return fmt.Sprintf("%.1f %s", f, u)
+	for i, u := range printUnits {
+		if f < 1024 || i == len(printUnits)-1 {
+			var b [32]byte
+			return string(append(append(strconv.AppendFloat(b[:0], f, 'f', 1, 64), ' '), u...))
 		}
 		f /= 1024
 	}
 	return ""
 }
+
+var printUnits = [...]string{"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"}
 
 // SignedSize formats a change in bytes with an explicit sign ("+1.5 GiB",
 // "-512 B", "0 B").

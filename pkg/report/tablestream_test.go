@@ -3,9 +3,12 @@ package report
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"math/rand"
 	"strings"
 	"testing"
+
+	"github.com/memstat/memstat/pkg/analysis"
 )
 
 // TestTableStreamMatchesTable: a streamed table no longer than its hold is
@@ -111,5 +114,41 @@ func TestTableStreamStopsAtWriteError(t *testing.T) {
 	}
 	if err := ts.Close(); !errors.Is(err, errClosed) {
 		t.Fatalf("close: %v", err)
+	}
+}
+
+// TestFastFormatsMatchFmt: Size, Seconds and Where build their text with
+// strconv; fmt's formats are the reference.
+func TestFastFormatsMatchFmt(t *testing.T) {
+	rng := rand.New(rand.NewSource(2))
+	ref := func(n int64) string {
+		if n < 1024 {
+			return fmt.Sprintf("%d B", n)
+		}
+		f := float64(n) / 1024
+		for i, u := range []string{"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"} {
+			if f < 1024 || i == 5 {
+				return fmt.Sprintf("%.1f %s", f, u)
+			}
+			f /= 1024
+		}
+		return ""
+	}
+	for i := range 100000 {
+		n := rng.Int63() >> rng.Intn(63)
+		if i < 3000 {
+			n = int64(i)*1023 + int64(i%7)
+		}
+		if got, want := Size(n), ref(n); got != want {
+			t.Fatalf("Size(%d) = %q, want %q", n, got, want)
+		}
+		f := rng.Float64() * float64(int64(1)<<rng.Intn(40))
+		if got, want := Seconds(f), fmt.Sprintf("+%.6fs", f); got != want {
+			t.Fatalf("Seconds(%v) = %q, want %q", f, got, want)
+		}
+		ev := analysis.TraceEvent{Located: true, Segment: uint64(rng.Int63()), Offset: rng.Int63()>>rng.Intn(63) - int64(i%2)*(1<<20)}
+		if got, want := Where(ev), fmt.Sprintf("seg 0x%x+0x%x", ev.Segment, ev.Offset); got != want {
+			t.Fatalf("Where = %q, want %q", got, want)
+		}
 	}
 }

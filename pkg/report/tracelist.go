@@ -1,7 +1,6 @@
 package report
 
 import (
-	"fmt"
 	"strconv"
 
 	"github.com/memstat/memstat/pkg/analysis"
@@ -21,7 +20,7 @@ func Where(ev analysis.TraceEvent) string {
 		}
 		return "0x" + strconv.FormatUint(ev.Addr, 16)
 	}
-	return fmt.Sprintf("seg 0x%x+0x%x", ev.Segment, ev.Offset)
+	return "seg 0x" + strconv.FormatUint(ev.Segment, 16) + "+" + hexOffset(ev.Offset)
 }
 
 // TraceColumns are the columns of a trace listing: index, time since the
@@ -79,3 +78,7 @@ func TraceTable(events []analysis.TraceEvent, withTime bool) *Table {
 	}
 	return t
 }
+
+// hexOffset is an offset as fmt's "0x%x" writes it ("0x-10" when
+// negative, which a located block never is).
+func hexOffset(n int64) string { return "0x" + strconv.FormatInt(n, 16) }
