@@ -10,13 +10,24 @@
 #     for a decoder). For each: `memstat stats FILE` end to end and CPython's
 #     pickle.load of the same file alone, RUNS runs each, median wall time,
 #     peak RSS (/usr/bin/time), MB/s and the ratio.
-#  2. Many ranks: `memstat stats --summary` over 64 rank files of 50 MB.
-#  3. The Go benchmarks: allocator ops/s, pickle and snapshot decode/encode
+#  2. Every command on torch-100MB: wall time and peak RSS, median of RUNS,
+#     and each one's ratio to `stats` (bench/commands.txt lists them).
+#  3. `memstat trace`: the time to its first line (bench/firstline.py) on
+#     the torch-mode files, and on a recorded 7B training run of 265,144
+#     events (`memstat record ... --steps 30`), the full listing against
+#     PyTorch's `_memory_viz.py trace` (MEMORY_VIZ, default
+#     bench/out/_memory_viz.py: torch/cuda/_memory_viz.py of a PyTorch
+#     checkout, stdlib only; without it the comparison is left out, with a
+#     note).
+#  4. Many ranks: `memstat stats --summary` over 64 rank files of 50 MB.
+#  5. The Go benchmarks: allocator ops/s, pickle and snapshot decode/encode
 #     MB/s, and snapshot.Read on the 100 MB files.
 #
 # Environment: RUNS (default 3), GEN (path of gen_snapshot.py),
 # SKIP_1GB=1 (leave out the 1 GB files), SKIP_RANKS=1, BENCHTIME (go test
-# -benchtime, default 1s).
+# -benchtime, default 1s), MEMORY_VIZ. QUICK=1 checks the script in a few
+# minutes: small files, one run, no 1 GB files or ranks, and the section
+# goes to bench/out/BENCHMARKS.quick.md instead of BENCHMARKS.md.
 set -euo pipefail
 shopt -s inherit_errexit
 cd "$(dirname "$0")/.."
@@ -28,7 +39,12 @@ GEN=${GEN:-../shared/tools/gen_snapshot.py}
 BENCHTIME=${BENCHTIME:-1s}
 DOC=BENCHMARKS.md
 TIME=/usr/bin/time
+MEMORY_VIZ=${MEMORY_VIZ:-$OUT/_memory_viz.py}
+QUICK=${QUICK:-}
 mkdir -p "$OUT"
+if [ "$QUICK" = 1 ]; then
+	RUNS=1 SKIP_1GB=1 SKIP_RANKS=1 BENCHTIME=100ms DOC=$OUT/BENCHMARKS.quick.md
+fi
 
 [ -x "$BIN" ] || { echo "bench: $BIN missing; run make build (make bench does)" >&2; exit 1; }
 [ -x "$TIME" ] || { echo "bench: $TIME missing (apt-get install time): it measures peak RSS" >&2; exit 1; }
@@ -45,6 +61,17 @@ SNAPSHOTS=(
 	"fresh-1GB fresh 380000 3800"
 )
 [ "${SKIP_1GB:-}" = 1 ] && SNAPSHOTS=("${SNAPSHOTS[@]:0:2}")
+# The file every command runs on, and the training run the trace listing
+# is compared on (memstat record's flags).
+CMDFILE=torch-100MB
+RECORD=(--layers 32 --hidden 4096 --heads 32 --seq 2048 --batch 1 --device-memory 160GiB --steps 30)
+RECORDED=7b-train-30steps
+if [ "$QUICK" = 1 ]; then
+	SNAPSHOTS=("torch-quick torch 20000 200" "fresh-quick fresh 2000 20")
+	CMDFILE=torch-quick
+	RECORD=(--layers 4 --hidden 512 --heads 8 --seq 512 --batch 8 --steps 3)
+	RECORDED=small-train-3steps
+fi
 
 gen() { # name mode entries segments seed
 	local f="$OUT/$1.pickle"
@@ -112,6 +139,84 @@ for s in "${SNAPSHOTS[@]}"; do
 	echo "bench:   memstat ${mwall}s ${mrss} KB, python ${pwall}s ${prss} KB, ratio ${ratio}" >&2
 done
 
+# runmed N CMD...: run1 N times; prints the median "wall_s peak_rss_kb".
+runmed() {
+	local n=$1 i r w="" m=""
+	shift
+	for ((i = 0; i < n; i++)); do
+		r=$(run1 "$@")
+		w+="${r% *}"$'\n'
+		m+="${r#* }"$'\n'
+	done
+	echo "$(median <<<"$w") $(median <<<"$m")"
+}
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (b > 0) printf "%.2f", a/b; else print "-"}'; }
+
+# 2. Every command on one file, as users run them: stdout to /dev/null,
+# files under bench/out/cmd. The first line of bench/commands.txt is stats.
+cf="$OUT/$CMDFILE.pickle"
+mkdir -p "$OUT/cmd"
+echo "bench: every command on $cf, $RUNS runs each" >&2
+cmd_rows=""
+stats_w="" stats_m=""
+while IFS= read -r line; do
+	case "$line" in "" | "#"*) continue ;; esac
+	shown=${line//FILE/$CMDFILE.pickle}
+	shown=${shown//OUT\//}
+	cmdline=${line//FILE/$cf}
+	cmdline=${cmdline//OUT\//$OUT/cmd/}
+	# shellcheck disable=SC2086 # the line is words
+	read -r w m <<<"$(runmed "$RUNS" "$BIN" $cmdline)"
+	if [ -z "$stats_w" ]; then stats_w=$w stats_m=$m; fi
+	cmd_rows+="| \`memstat $shown\` | $w | $(mb $((m * 1024))) | $(ratio "$w" "$stats_w") | $(ratio "$m" "$stats_m") |"$'\n'
+	echo "bench:   memstat $shown: ${w}s ${m} KB" >&2
+done <bench/commands.txt
+
+# 3. trace: the time to its first line, and the full listing of a
+# recorded training run against _memory_viz.py trace.
+first_rows=""
+for s in "${SNAPSHOTS[@]}"; do
+	read -r name mode _ <<<"$s"
+	[ "$mode" = torch ] || continue
+	f="$OUT/$name.pickle"
+	fl=""
+	for ((i = 0; i < RUNS; i++)); do
+		fl+="$(python3 bench/firstline.py "$BIN" trace "$f" | awk '{print $2}')"$'\n'
+	done
+	fl=$(median <<<"$fl")
+	first_rows+="| $name | $(mb "$(stat -c %s "$f")") | $fl |"$'\n'
+	echo "bench:   trace $name: first line after ${fl}s" >&2
+done
+rec="$OUT/$RECORDED.pickle"
+if [ ! -s "$rec" ]; then
+	echo "bench: recording $rec (memstat record ${RECORD[*]})" >&2
+	"$BIN" record "${RECORD[@]}" -o "$rec" >/dev/null 2>&1
+fi
+rec_entries=$("$BIN" trace --json --action snapshot "$rec" | python3 -c 'import json, sys
+print(sum(r["trace_entries"] for r in map(json.loads, sys.stdin) if r["record"] == "summary"))')
+mw="" mm="" pw="" pm=""
+for ((i = 0; i < RUNS; i++)); do
+	r=$(run1 "$BIN" trace "$rec")
+	mw+="${r% *}"$'\n'
+	mm+="${r#* }"$'\n'
+	if [ -f "$MEMORY_VIZ" ]; then
+		r=$(run1 python3 "$MEMORY_VIZ" trace "$rec")
+		pw+="${r% *}"$'\n'
+		pm+="${r#* }"$'\n'
+	fi
+done
+mw=$(median <<<"$mw") mm=$(median <<<"$mm")
+rec_first=$(python3 bench/firstline.py "$BIN" trace "$rec" | awk '{print $2}')
+trace_rows="| \`memstat trace\` | $mw | $(mb $((mm * 1024))) | $rec_first |"$'\n'
+if [ -n "$pw" ]; then
+	pw=$(median <<<"$pw") pm=$(median <<<"$pm")
+	trace_rows+="| \`python3 _memory_viz.py trace\` | $pw | $(mb $((pm * 1024))) | |"$'\n'
+	viz_note="memstat trace is **$(ratio "$pw" "$mw")x** as fast as \`_memory_viz.py trace\`, with $(ratio "$mm" "$pm")x its peak RSS (targets: at least 5x, at most 1x)."
+else
+	viz_note="No \`_memory_viz.py\` at $MEMORY_VIZ in this run (set MEMORY_VIZ to PyTorch's torch/cuda/_memory_viz.py): no comparison."
+fi
+echo "bench:   trace $rec ($rec_entries entries): memstat ${mw}s ${mm} KB${pw:+, _memory_viz.py ${pw}s ${pm} KB}" >&2
+
 ranks_row=""
 if [ "${SKIP_RANKS:-}" != 1 ]; then
 	# 64 ranks of 50 MB: 8 distinct snapshots (seeds 1-8), each copied to 8
@@ -134,8 +239,8 @@ fi
 
 echo "bench: go test -bench (allocator, pickle, snapshot)" >&2
 gobench=$(go test -run '^$' -bench . -benchtime "$BENCHTIME" ./pkg/allocator ./pkg/pickle 2>&1 | grep -E '^(Benchmark|ok|FAIL)' || true)
-readbench=$(MEMSTAT_BENCH_FILE="$PWD/$OUT/torch-100MB.pickle" go test -run '^$' -bench 'Read|Write' -benchtime "$BENCHTIME" ./pkg/snapshot 2>&1 | grep -E '^(Benchmark|ok|FAIL)' || true)
-readbench2=$(MEMSTAT_BENCH_FILE="$PWD/$OUT/fresh-100MB.pickle" go test -run '^$' -bench 'Read/fresh' -benchtime "$BENCHTIME" ./pkg/snapshot 2>&1 | grep -E '^Benchmark' || true)
+readbench=$(MEMSTAT_BENCH_FILE="$PWD/$cf" go test -run '^$' -bench 'Read|Write' -benchtime "$BENCHTIME" ./pkg/snapshot 2>&1 | grep -E '^(Benchmark|ok|FAIL)' || true)
+readbench2=$(MEMSTAT_BENCH_FILE="$PWD/$OUT/${SNAPSHOTS[1]%% *}.pickle" go test -run '^$' -bench 'Read/fresh' -benchtime "$BENCHTIME" ./pkg/snapshot 2>&1 | grep -E '^Benchmark' || true)
 
 cpu=$(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)
 mem=$(awk '/^MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo)
@@ -160,6 +265,33 @@ $rows
 The generated traces are not self-consistent for the allocator (addresses outside segments), so the
 replay forces most entries back to the recording; \`stats\` still finishes, as the rows show.
 
+### Every command on $CMDFILE
+
+Command: \`bin/memstat COMMAND bench/out/$CMDFILE.pickle\` for each line of \`bench/commands.txt\` (stdout to
+/dev/null, files to bench/out/cmd), median of $RUNS runs; ratios to \`stats\` on the same file in the same run
+(target: every command within 1.5x of stats' time and memory; \`advise\` within 1.5x per candidate it replays).
+
+| command | s | peak RSS MB | time / stats | RSS / stats |
+|---|---:|---:|---:|---:|
+$cmd_rows
+### memstat trace: first line, and a recorded training run
+
+Time to the first listed entry (\`python3 bench/firstline.py bin/memstat trace FILE\`: from start to the first
+entry's line on a pipe, median of $RUNS). It comes after the whole file is decoded and the state at the start of
+the trace rebuilt, which both need the whole file (target: 0.2 s):
+
+| snapshot | MB | first line s |
+|---|---:|---:|
+$first_rows
+The full listing of a recorded training run (\`memstat record ${RECORD[*]}\`: $rec_entries trace entries,
+$(mb "$(stat -c %s "$rec")") MB), stdout to /dev/null, median of $RUNS runs, memstat and
+\`python3 _memory_viz.py trace\` (PyTorch's CLI, run standalone: MEMORY_VIZ) alternating:
+
+| command | s | peak RSS MB | first line s |
+|---|---:|---:|---:|
+$trace_rows
+$viz_note
+
 EOF
 	if [ -n "$ranks_row" ]; then
 		cat <<EOF
@@ -179,7 +311,7 @@ EOF
 ### Go benchmarks
 
 Command: \`go test -run '^\$' -bench . -benchtime $BENCHTIME ./pkg/allocator ./pkg/pickle\` and
-\`MEMSTAT_BENCH_FILE=bench/out/torch-100MB.pickle go test -run '^\$' -bench 'Read|Write' ./pkg/snapshot\`
+\`MEMSTAT_BENCH_FILE=$cf go test -run '^\$' -bench 'Read|Write' ./pkg/snapshot\`
 (same machine and date). Allocator: ops/s is malloc and free calls per second (target: at least 5 M).
 pickle BenchmarkDecode: generic value tree, no compactor. snapshot BenchmarkRead: the whole load path, MB/s of
 input.
