@@ -35,6 +35,8 @@ type Replayed struct {
 	// event is a free: the block was allocated before the trace began,
 	// and where it was freed is all the trace says about it.
 	firstFree map[uint64]snapshot.StackID
+	// prefetched holds the states Prefetch captured, by entry index.
+	prefetched map[int]*State
 }
 
 // Replay replays one device of a snapshot.
@@ -182,7 +184,13 @@ func (s *State) BornBeforeTrace(addr uint64) bool {
 // States replays the device again and captures its state after each of
 // the given trace entries (-1: before the first entry; the final state of
 // a device without a trace).
+//
+// States that Prefetch captured come from it without a replay; a State is
+// shared then, and callers do not modify it.
 func (rp *Replayed) States(indices ...int) ([]*State, error) {
+	if out, ok := rp.fromPrefetched(indices); ok {
+		return out, nil
+	}
 	order := slices.Clone(indices)
 	slices.Sort(order)
 	order = slices.Compact(order)
@@ -243,6 +251,38 @@ func (c *StateCursor) At(i int) (*State, error) {
 		}
 	}
 	return rp.capture(i, c.r.Allocator(), c.allocIdx), nil
+}
+
+// Prefetch captures the states after the given entries in one replay, for
+// the analyses that ask for them next (a report's peak and its ooms), so
+// that each does not replay the trace again.
+func (rp *Replayed) Prefetch(indices ...int) error {
+	sts, err := rp.States(indices...)
+	if err != nil {
+		return err
+	}
+	if rp.prefetched == nil {
+		rp.prefetched = map[int]*State{}
+	}
+	for k, i := range indices {
+		rp.prefetched[i] = sts[k]
+	}
+	return nil
+}
+
+func (rp *Replayed) fromPrefetched(indices []int) ([]*State, bool) {
+	if rp.prefetched == nil {
+		return nil, false
+	}
+	out := make([]*State, len(indices))
+	for k, i := range indices {
+		st, ok := rp.prefetched[i]
+		if !ok {
+			return nil, false
+		}
+		out[k] = st
+	}
+	return out, true
 }
 
 func (rp *Replayed) capture(i int, a *allocator.Allocator, allocIdx map[uint64]int) *State {

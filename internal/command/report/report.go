@@ -11,6 +11,7 @@ import (
 	"github.com/memstat/memstat/internal/atomicfile"
 	"github.com/memstat/memstat/internal/command"
 	"github.com/memstat/memstat/internal/iostreams"
+	"github.com/memstat/memstat/pkg/allocator"
 	"github.com/memstat/memstat/pkg/analysis"
 	"github.com/memstat/memstat/pkg/report"
 	"github.com/memstat/memstat/pkg/report/htmlreport"
@@ -130,6 +131,9 @@ func device(snap *snapshot.Snapshot, d int, opts *Options) (htmlreport.Device, e
 		}
 	}
 	fr := analysis.NewFrames(snap.Stacks, false)
+	// The peak and the ooms need the states at a few entries: one replay
+	// captures them all (a failure shows in the analyses below).
+	_ = rp.Prefetch(reportStates(rp)...)
 	if p, err := analysis.FindPeak(rp); err != nil {
 		note("what was live at the peak", err)
 	} else {
@@ -150,4 +154,24 @@ func device(snap *snapshot.Snapshot, d int, opts *Options) (htmlreport.Device, e
 		dev.Segments = m
 	}
 	return dev, nil
+}
+
+// reportStates are the entries whose states the report's analyses ask
+// for: the peak of allocated memory (FindPeak), and each oom, or without
+// one the peak of reserved memory (ExplainOOMs).
+func reportStates(rp *analysis.Replayed) []int {
+	if rp.Result.History.Coverage == allocator.CoverageNone {
+		return nil
+	}
+	idx := []int{rp.Result.PeakAllocated.Index}
+	ooms := false
+	for i, e := range rp.Trace() {
+		if e.Action == snapshot.ActionOOM {
+			idx, ooms = append(idx, i), true
+		}
+	}
+	if !ooms {
+		idx = append(idx, rp.Result.PeakReserved.Index)
+	}
+	return idx
 }
