@@ -37,7 +37,9 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz='^FuzzDecode$$' -fuzztime=$(FUZZTIME) ./pkg/pickle
 	$(GO) test -run='^$$' -fuzz='^FuzzRead$$' -fuzztime=$(FUZZTIME) ./pkg/snapshot
 
-# Benchmarks; figures go to BENCHMARKS.md (see bench/run.sh).
+# Benchmarks; figures go to BENCHMARKS.md (see bench/run.sh). QUICK=1 make
+# bench checks the script in a few minutes on small files (figures to
+# bench/out/BENCHMARKS.quick.md).
 bench: build
 	./bench/run.sh
 
