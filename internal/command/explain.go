@@ -46,9 +46,7 @@ func ReplayDevice(errOut io.Writer, file string, s *snapshot.Snapshot, device in
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", file, err)
 	}
-	for _, w := range rp.Result.Warnings {
-		fmt.Fprintf(errOut, "memstat: %s: device %d: %s\n", file, device, w)
-	}
+	PrintWarnings(errOut, fmt.Sprintf("%s: device %d", file, device), rp.Result.Warnings)
 	return rp, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/memstat/memstat/pkg/report"
 	"github.com/memstat/memstat/pkg/snapshot"
 )
 
@@ -26,11 +27,35 @@ func LoadSnapshot(errOut io.Writer, file string) (*snapshot.Snapshot, error) {
 
 // WarningLines are a snapshot's warnings as memstat prints them on stderr,
 // for commands that load files in parallel and print the warnings later,
-// in file order.
+// in file order (see SummarizeWarnings).
 func WarningLines(file string, s *snapshot.Snapshot) []string {
-	lines := make([]string, len(s.Warnings))
-	for i, w := range s.Warnings {
-		lines[i] = fmt.Sprintf("memstat: %s: warning: %s", file, w)
+	return SummarizeWarnings(file+": warning", s.Warnings)
+}
+
+// MaxWarnings is how many warnings of one kind (one file's loading, one
+// device's replay) are printed; the rest are counted in one more line, so
+// that an error is never buried under hundreds of warnings.
+const MaxWarnings = 5
+
+// SummarizeWarnings returns warnings as the lines memstat prints on
+// stderr, "memstat: PREFIX: WARNING", with control characters escaped (a
+// warning may quote the file), at most MaxWarnings of them and a line
+// counting the rest.
+func SummarizeWarnings(prefix string, warnings []string) []string {
+	n := min(len(warnings), MaxWarnings)
+	lines := make([]string, 0, n+1)
+	for _, w := range warnings[:n] {
+		lines = append(lines, report.Escape(fmt.Sprintf("memstat: %s: %s", prefix, w)))
+	}
+	if rest := len(warnings) - n; rest > 0 {
+		lines = append(lines, report.Escape(fmt.Sprintf("memstat: %s: %d more warnings not shown", prefix, rest)))
 	}
 	return lines
+}
+
+// PrintWarnings prints SummarizeWarnings' lines to errOut.
+func PrintWarnings(errOut io.Writer, prefix string, warnings []string) {
+	for _, l := range SummarizeWarnings(prefix, warnings) {
+		fmt.Fprintln(errOut, l)
+	}
 }

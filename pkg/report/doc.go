@@ -55,11 +55,11 @@ func (d *Doc) Gap() {
 func (d *Doc) Section(title string) {
 	d.Gap()
 	if d.markdown {
-		d.printf("### %s\n\n", title)
+		d.printf("### %s\n\n", Escape(title))
 		d.last = partGap
 		return
 	}
-	d.printf("%s\n", title)
+	d.printf("%s\n", Escape(title))
 	d.last = partLine
 }
 
@@ -69,7 +69,7 @@ func (d *Doc) Line(format string, args ...any) {
 	if d.last == partBlock {
 		d.Gap()
 	}
-	d.printf("%s\n", fmt.Sprintf(format, args...))
+	d.printf("%s\n", fmt.Sprintf(format, escapeArgs(args)...))
 	d.last = partLine
 	if d.markdown {
 		d.Gap()
@@ -111,10 +111,10 @@ func (d *Doc) EndBlock(err error) {
 func (d *Doc) Pre(lines []string) {
 	d.Gap()
 	if d.markdown {
-		d.printf("```\n%s\n```\n", strings.Join(lines, "\n"))
+		d.printf("```\n%s\n```\n", strings.Join(escapeAll(lines), "\n"))
 	} else {
 		for _, l := range lines {
-			d.printf("  %s\n", l)
+			d.printf("  %s\n", Escape(l))
 		}
 	}
 	d.last = partBlock
@@ -124,10 +124,46 @@ func (d *Doc) Pre(lines []string) {
 func (d *Doc) List(items []string) {
 	d.Gap()
 	for _, it := range items {
-		d.printf("- %s\n", it)
+		d.printf("- %s\n", Escape(it))
 	}
 	d.last = partBlock
 }
 
 // Err returns the first write error.
 func (d *Doc) Err() error { return d.err }
+
+// escapeArgs escapes the string and error arguments of a Line: the
+// format is memstat's own, the strings may come from the file.
+func escapeArgs(args []any) []any {
+	out := args
+	copied := false
+	for i, a := range args {
+		var s string
+		switch a := a.(type) {
+		case string:
+			s = a
+		case error:
+			s = a.Error()
+		default:
+			continue
+		}
+		e := Escape(s)
+		if e == s {
+			continue
+		}
+		if !copied {
+			out = append([]any(nil), args...)
+			copied = true
+		}
+		out[i] = e
+	}
+	return out
+}
+
+func escapeAll(lines []string) []string {
+	out := make([]string, len(lines))
+	for i, l := range lines {
+		out[i] = Escape(l)
+	}
+	return out
+}

@@ -118,7 +118,7 @@ func (t *Table) renderTable(w io.Writer, markdown bool) error {
 	align := make([]tw.Align, len(t.Columns))
 	head := make([]string, len(t.Columns))
 	for i, c := range t.Columns {
-		head[i] = c.Name
+		head[i] = Escape(c.Name)
 		align[i] = tw.AlignLeft
 		if c.Align == Right {
 			align[i] = tw.AlignRight
@@ -129,7 +129,7 @@ func (t *Table) renderTable(w io.Writer, markdown bool) error {
 		row := make([]string, len(t.Columns))
 		for j := range t.Columns {
 			if j < len(r) {
-				row[j] = r[j].Text
+				row[j] = Escape(r[j].Text)
 			}
 		}
 		rows[i] = row

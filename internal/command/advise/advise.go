@@ -182,9 +182,9 @@ func writeText(w io.Writer, opts *Options, advice []*advise.Advice) error {
 	md := opts.Format == report.Markdown
 	para := func(s string) {
 		if md {
-			fmt.Fprintf(w, "%s\n\n", s)
+			fmt.Fprintf(w, "%s\n\n", report.Escape(s))
 		} else {
-			fmt.Fprintln(w, s)
+			fmt.Fprintln(w, report.Escape(s))
 		}
 	}
 	for i, a := range advice {
@@ -193,9 +193,9 @@ func writeText(w io.Writer, opts *Options, advice []*advise.Advice) error {
 		}
 		title := report.DeviceTitle(opts.File, a.Device, a.TorchVersion)
 		if md {
-			fmt.Fprintf(w, "### %s\n\n", title)
+			fmt.Fprintf(w, "### %s\n\n", report.Escape(title))
 		} else {
-			fmt.Fprintln(w, title)
+			fmt.Fprintln(w, report.Escape(title))
 		}
 		para(fmt.Sprintf("replayed %d settings on %s; recorded with %s; %s", len(a.Ranked), report.DeviceMemoryText(a.DeviceMemory, a.DeviceMemoryBy, "--device-memory SIZE asks whether it fits a GPU"),
 			report.AllocConfText(a.RecordedConf), historyText(a)))
@@ -204,15 +204,15 @@ func writeText(w io.Writer, opts *Options, advice []*advise.Advice) error {
 		}
 		para(a.Verdict())
 		if md {
-			fmt.Fprintf(w, "```sh\n%s\n```\n\n", use(a))
+			fmt.Fprintf(w, "```sh\n%s\n```\n\n", report.Escape(use(a)))
 		} else {
-			fmt.Fprintf(w, "  %s\n", use(a))
+			fmt.Fprintf(w, "  %s\n", report.Escape(use(a)))
 		}
 		if l := a.SimplerLine(); l != "" {
 			if md {
 				para(l)
 			} else {
-				fmt.Fprintln(w, l)
+				fmt.Fprintln(w, report.Escape(l))
 			}
 		}
 		if m := a.MemoryAnswer(); m != "" {

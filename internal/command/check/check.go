@@ -287,6 +287,10 @@ type checked struct {
 }
 
 func runCheck(opts *Options) error {
+	inputs := append(append([]string{opts.ConfigFile, check.DefaultConfigFile}, opts.Files...), opts.Baselines...)
+	if err := atomicfile.RefuseInput("--junit", opts.JUnit, inputs...); err != nil {
+		return err
+	}
 	var baseFiles []string
 	seen := map[string]bool{}
 	for _, b := range opts.baselines {
@@ -389,9 +393,9 @@ func writeText(w io.Writer, format report.Format, results []checked, total, fail
 			title += fmt.Sprintf(", baseline %s device %d", filepath.Base(r.BaselineFile), r.BaselineDevice)
 		}
 		if md {
-			fmt.Fprintf(w, "### %s\n\n", title)
+			fmt.Fprintf(w, "### %s\n\n", report.Escape(title))
 		} else {
-			fmt.Fprintln(w, title)
+			fmt.Fprintln(w, report.Escape(title))
 		}
 		if r.Partial {
 			note := "history: partial: the trace starts mid-run, so peaks are over the recorded window only"
@@ -409,7 +413,7 @@ func writeText(w io.Writer, format report.Format, results []checked, total, fail
 		}
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, summary(total, failed, results))
+	fmt.Fprintln(w, report.Escape(summary(total, failed, results)))
 	return nil
 }
 

@@ -89,6 +89,9 @@ objects, jsonl one object per line.`,
 }
 
 func runExport(opts *Options) error {
+	if err := atomicfile.RefuseInput("-o", opts.Output, opts.File); err != nil {
+		return err
+	}
 	snap, err := command.LoadSnapshot(opts.IO.ErrOut, opts.File)
 	if err != nil {
 		return err

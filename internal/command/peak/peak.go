@@ -111,9 +111,7 @@ func runPeak(opts *Options) error {
 		if err != nil {
 			return devicePeak{}, err
 		}
-		for _, w := range p.Warnings {
-			fmt.Fprintf(opts.IO.ErrOut, "memstat: %s: device %d: %s\n", opts.File, rp.Device, w)
-		}
+		command.PrintWarnings(opts.IO.ErrOut, fmt.Sprintf("%s: device %d", opts.File, rp.Device), p.Warnings)
 		groups := analysis.GroupBlocks(p.Live, opts.by, fr, rp.Phases, p.LiveBytes)
 		top, rest := analysis.TopGroups(groups, opts.Top)
 		return devicePeak{rp: rp, peak: p, groups: top, rest: rest}, nil

@@ -90,6 +90,9 @@ runs). The picture format comes from the -o file name: .svg or .png.`,
 }
 
 func runPlot(opts *Options) error {
+	if err := atomicfile.RefuseInput("-o", opts.Output, opts.File); err != nil {
+		return err
+	}
 	snap, err := command.LoadSnapshot(opts.IO.ErrOut, opts.File)
 	if err != nil {
 		return err
@@ -102,9 +105,7 @@ func runPlot(opts *Options) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", opts.File, err)
 	}
-	for _, n := range tl.Notes {
-		fmt.Fprintf(opts.IO.ErrOut, "memstat: %s: %s\n", opts.File, n)
-	}
+	command.PrintWarnings(opts.IO.ErrOut, opts.File, tl.Notes)
 	title := fmt.Sprintf("%s, device %d", filepath.Base(opts.File), device)
 	if err := atomicfile.Write(opts.Output, func(w io.Writer) error {
 		return rplot.Write(w, tl, opts.format, rplot.Options{Title: title})

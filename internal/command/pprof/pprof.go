@@ -80,6 +80,9 @@ through memstat's allocator model, following the recorded decisions.`,
 }
 
 func runPprof(opts *Options) error {
+	if err := atomicfile.RefuseInput("-o", opts.Output, opts.File); err != nil {
+		return err
+	}
 	snap, err := command.LoadSnapshot(opts.IO.ErrOut, opts.File)
 	if err != nil {
 		return err

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/memstat/memstat/internal/atomicfile"
 	"github.com/memstat/memstat/internal/command"
 	"github.com/memstat/memstat/internal/iostreams"
 	"github.com/memstat/memstat/pkg/allocator"
@@ -138,6 +139,9 @@ type run struct {
 func runRecord(o *Options) error {
 	if o.List {
 		return listWorkloads(o.IO.Out)
+	}
+	if err := atomicfile.RefuseInput("-o", o.Output, o.File); err != nil {
+		return err
 	}
 	r, err := o.prepare()
 	if err != nil {

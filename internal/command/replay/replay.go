@@ -154,9 +154,7 @@ func runReplay(opts *Options) error {
 		if err != nil {
 			return fmt.Errorf("%s: device %d: %w", opts.File, d, err)
 		}
-		for _, w := range rec.Warnings {
-			fmt.Fprintf(opts.IO.ErrOut, "memstat: %s: device %d: %s\n", opts.File, d, w)
-		}
+		command.PrintWarnings(opts.IO.ErrOut, fmt.Sprintf("%s: device %d", opts.File, d), rec.Warnings)
 		devices = append(devices, deviceReplay{rec, sim})
 	}
 	if len(devices) == 0 {
@@ -246,9 +244,9 @@ func writeText(w io.Writer, opts *Options, devices []deviceReplay) error {
 	md := opts.Format == report.Markdown
 	para := func(s string) {
 		if md {
-			fmt.Fprintf(w, "%s\n\n", s)
+			fmt.Fprintf(w, "%s\n\n", report.Escape(s))
 		} else {
-			fmt.Fprintln(w, s)
+			fmt.Fprintln(w, report.Escape(s))
 		}
 	}
 	for i, d := range devices {
@@ -258,9 +256,9 @@ func writeText(w io.Writer, opts *Options, devices []deviceReplay) error {
 		}
 		title := report.DeviceTitle(opts.File, rec.Device, sim.Version)
 		if md {
-			fmt.Fprintf(w, "### %s\n\n", title)
+			fmt.Fprintf(w, "### %s\n\n", report.Escape(title))
 		} else {
-			fmt.Fprintln(w, title)
+			fmt.Fprintln(w, report.Escape(title))
 		}
 		if opts.WhatIf {
 			para(fmt.Sprintf("what-if: simulated with %s and %s; recorded with %s",

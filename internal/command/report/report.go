@@ -70,6 +70,9 @@ request as it is.`,
 }
 
 func runReport(opts *Options) error {
+	if err := atomicfile.RefuseInput("-o", opts.Output, opts.File); err != nil {
+		return err
+	}
 	snap, err := command.LoadSnapshot(opts.IO.ErrOut, opts.File)
 	if err != nil {
 		return err
@@ -115,9 +118,7 @@ func device(snap *snapshot.Snapshot, d int, opts *Options) (htmlreport.Device, e
 		return dev, err
 	}
 	res := rp.Result
-	for _, w := range res.Warnings {
-		fmt.Fprintf(opts.IO.ErrOut, "memstat: %s: device %d: %s\n", opts.File, d, w)
-	}
+	command.PrintWarnings(opts.IO.ErrOut, fmt.Sprintf("%s: device %d", opts.File, d), res.Warnings)
 	dev.Result = res
 	dev.Headline, dev.History, dev.Agreement = report.HeadlineText(res), report.HistoryLine(res), report.AgreementLine(res)
 	note := func(what string, err error) {

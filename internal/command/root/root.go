@@ -11,6 +11,7 @@ import (
 
 	"github.com/memstat/memstat/internal/command"
 	"github.com/memstat/memstat/internal/parallel"
+	"github.com/memstat/memstat/pkg/report"
 )
 
 // Version is set at build time (-ldflags "-X ...root.Version=v1.2.3").
@@ -71,7 +72,7 @@ func Main(f *command.Factory, args []string) (code int) {
 		err = ferr
 	}
 	if p := (*parallel.PanicError)(nil); errors.As(err, &p) {
-		fmt.Fprintf(f.IO.ErrOut, "memstat: %v (a bug in memstat: please report it with the command line; MEMSTAT_TRACEBACK=1 prints where)\n", err)
+		fmt.Fprintf(f.IO.ErrOut, "memstat: %s (a bug in memstat: please report it with the command line; MEMSTAT_TRACEBACK=1 prints where)\n", report.Escape(err.Error()))
 		if f.Getenv != nil && f.Getenv("MEMSTAT_TRACEBACK") != "" {
 			f.IO.ErrOut.Write(p.Stack)
 		}
@@ -86,7 +87,8 @@ func Main(f *command.Factory, args []string) (code int) {
 	if errors.As(err, &cf) {
 		return command.ExitCheckFailed
 	}
-	fmt.Fprintf(f.IO.ErrOut, "memstat: %v\n", err)
+	// One line, whatever the error quotes from a file.
+	fmt.Fprintf(f.IO.ErrOut, "memstat: %s\n", report.Escape(err.Error()))
 	var fe *command.FlagError
 	if errors.As(err, &fe) || isUnknownCommand(err) {
 		if c == nil {

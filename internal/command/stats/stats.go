@@ -200,9 +200,7 @@ func statsOf(fn string, spark bool, loaded func(*snapshot.Snapshot)) (fileStats,
 		if err != nil {
 			return fileStats{}, fmt.Errorf("%s: device %d: %w", fn, d, err)
 		}
-		for _, w := range res.Warnings {
-			fs.Warnings = append(fs.Warnings, fmt.Sprintf("memstat: %s: device %d: %s", fn, d, w))
-		}
+		fs.Warnings = append(fs.Warnings, command.SummarizeWarnings(fmt.Sprintf("%s: device %d", fn, d), res.Warnings)...)
 		fs.Devices = append(fs.Devices, res)
 		fs.Sparklines = append(fs.Sparklines, line)
 	}
@@ -263,15 +261,15 @@ func writeText(w io.Writer, files []fileStats, format report.Format, width int) 
 			first = false
 			title := report.DeviceTitle(f.File, res.Device, res.Version)
 			if md {
-				fmt.Fprintf(w, "### %s\n\n", title)
+				fmt.Fprintf(w, "### %s\n\n", report.Escape(title))
 			} else {
-				fmt.Fprintln(w, title)
+				fmt.Fprintln(w, report.Escape(title))
 			}
 			para := func(s string) {
 				if md {
-					fmt.Fprintf(w, "%s\n\n", s)
+					fmt.Fprintf(w, "%s\n\n", report.Escape(s))
 				} else {
-					fmt.Fprintln(w, s)
+					fmt.Fprintln(w, report.Escape(s))
 				}
 			}
 			para(report.HeadlineText(res))
