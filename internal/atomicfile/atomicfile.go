@@ -1,7 +1,11 @@
 // Package atomicfile writes output files so that a reader never sees a
 // half-written one: the content goes to a temporary file beside the target,
 // which is synced and then renamed over it. A failed write leaves the old
-// file (if any) untouched and no temporary file behind.
+// file (if any) untouched and no temporary file behind, and so does SIGINT
+// or SIGTERM during a write (the process then exits with 130 or 143).
+//
+// The rename replaces the name: when path is a symbolic link, the link is
+// replaced by the new file and its target is left as it was.
 package atomicfile
 
 import (
@@ -33,12 +37,14 @@ func Write(path string, write func(w io.Writer) error) (err error) {
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
 	tmp := f.Name()
+	register(tmp)
 	defer func() {
 		if err != nil {
 			f.Close()
 			os.Remove(tmp)
 			err = fmt.Errorf("writing %s: %w", path, err)
 		}
+		unregister(tmp)
 	}()
 	bw := bufio.NewWriterSize(f, 256<<10)
 	if err = write(bw); err != nil {
