@@ -129,6 +129,11 @@ func Read(r io.Reader, size int64) (*Snapshot, error) {
 		}
 		features.PickleProtocol = d.Protocol()
 	}
+	if features.Gzip {
+		if err := checkGzipTrailer(in); err != nil {
+			return nil, err
+		}
+	}
 	s, err := b.assemble(top)
 	if err != nil {
 		return nil, err
@@ -175,6 +180,25 @@ func looksLikeText(b []byte) bool {
 		}
 	}
 	return true
+}
+
+// checkGzipTrailer reads the gzip stream to its end after the snapshot
+// (decoding stops at the pickle's STOP or the JSON's closing brace), so
+// that gzip checks the CRC-32 and length of what it decompressed, as
+// Python's gzip does: a corrupted CRC, a missing trailer and a flipped bit
+// are errors, not figures. What follows the snapshot counts against the
+// expansion limit like the rest.
+func checkGzipTrailer(r io.Reader) error {
+	_, err := io.Copy(io.Discard, r)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, gzip.ErrChecksum):
+		return errors.New("bad gzip data: the CRC-32 or length in the gzip trailer does not match the data (a corrupted file)")
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return errors.New("bad gzip data: the gzip stream ends before its trailer (a truncated file)")
+	}
+	return fmt.Errorf("bad gzip data: %v", err)
 }
 
 // countingReader counts the compressed bytes gzip reads (it implements
