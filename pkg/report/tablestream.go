@@ -2,7 +2,6 @@ package report
 
 import (
 	"io"
-	"strings"
 
 	"github.com/olekukonko/tablewriter/pkg/twwidth"
 )
@@ -71,12 +70,12 @@ func (t *TableStream) start() {
 	t.started = true
 	t.widths = make([]int, len(t.cols))
 	for i, c := range t.cols {
-		t.widths[i] = width(c.Name)
+		t.widths[i] = width(Escape(c.Name))
 	}
 	for _, r := range t.held {
 		for i := range t.cols {
 			if i < len(r) {
-				t.widths[i] = max(t.widths[i], width(r[i]))
+				t.widths[i] = max(t.widths[i], width(Escape(r[i])))
 			}
 		}
 	}
@@ -125,10 +124,7 @@ func (t *TableStream) writeRow(cells []string) {
 	for i, c := range t.cols {
 		s := ""
 		if i < len(cells) {
-			s = cells[i]
-			if strings.IndexByte(s, '\n') >= 0 {
-				s = strings.ReplaceAll(s, "\n", " ")
-			}
+			s = Escape(cells[i]) // newlines too: one row, one line
 		}
 		pad := t.widths[i] - width(s)
 		if t.markdown {
