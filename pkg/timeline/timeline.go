@@ -205,6 +205,46 @@ func window(trace []snapshot.TraceEntry, timeBased bool, from, to Bound) (int, i
 // Build replays the device's trace (follow mode, the recorded settings)
 // and samples it.
 func Build(s *snapshot.Snapshot, o Options) (*Timeline, error) {
+	b, err := NewBuilder(s, o)
+	if err != nil {
+		return nil, err
+	}
+	r, err := allocator.NewReplay(s, allocator.ReplayOptions{Device: o.Device, OnEvent: b.Observe})
+	if err != nil {
+		return nil, err
+	}
+	for r.Pos() <= b.t.To {
+		if err := r.Step(); err != nil {
+			if !errors.Is(err, io.EOF) {
+				return nil, err
+			}
+			break
+		}
+	}
+	return b.Finish(), nil
+}
+
+// Builder samples a follow-mode replay of the device that someone else
+// runs, so that a command that replays the trace anyway (report) does not
+// replay it again for its timeline: Observe is the replay's OnEvent;
+// Finish, once the replay is past the window, returns the timeline.
+type Builder struct {
+	s      *snapshot.Snapshot
+	o      Options
+	t      *Timeline
+	qs     []quantity
+	decs   []decimator
+	lastUS int64
+}
+
+type quantity struct {
+	key, name string
+	get       func(st *allocator.Stats) int64
+}
+
+// NewBuilder checks the device's trace and the window and prepares the
+// sampling.
+func NewBuilder(s *snapshot.Snapshot, o Options) (*Builder, error) {
 	trace := s.Trace(o.Device)
 	if len(trace) == 0 {
 		return nil, fmt.Errorf("device %d has no trace: there is no history to draw", o.Device)
@@ -225,10 +265,6 @@ func Build(s *snapshot.Snapshot, o Options) (*Timeline, error) {
 	// Two points per bucket, plus the first and the last of the window.
 	half := (limit - 2) / 2
 	bucket := max(1, (to-from+1+half-1)/half)
-	type quantity struct {
-		key, name string
-		get       func(st *allocator.Stats) int64
-	}
 	qs := []quantity{
 		{"allocated", "allocated", func(st *allocator.Stats) int64 { return st.AllocatedBytes[allocator.PoolAll].Current }},
 		{"reserved", "reserved", func(st *allocator.Stats) int64 { return st.ReservedBytes[allocator.PoolAll].Current }},
@@ -242,71 +278,63 @@ func Build(s *snapshot.Snapshot, o Options) (*Timeline, error) {
 			quantity{"reserved_small", "reserved, small pool", func(st *allocator.Stats) int64 { return st.ReservedBytes[allocator.PoolSmall].Current }},
 		)
 	}
-	decs := make([]decimator, len(qs))
+	b := &Builder{s: s, o: o, t: t, qs: qs, decs: make([]decimator, len(qs))}
 	t.Series = make([]Series, len(qs))
 	for i, q := range qs {
 		t.Series[i] = Series{Key: q.key, Name: q.name}
-		decs[i] = decimator{bucket: bucket, out: &t.Series[i].Points}
+		b.decs[i] = decimator{bucket: bucket, out: &t.Series[i].Points}
 	}
-
 	t.Peak.Index, t.PeakReserved.Index = -1, -1
 	t.Peak.Bytes, t.PeakReserved.Bytes = -1, -1
-	var lastUS int64
-	xOf := func(i int, e snapshot.TraceEntry) float64 {
-		if !t.TimeBased {
-			return float64(i)
-		}
-		// Entries of different threads may be a few microseconds out of
-		// order; the axis must not run backwards.
-		lastUS = max(lastUS, e.TimeUS)
-		return float64(lastUS-t.StartUS) / 1e6
+	return b, nil
+}
+
+func (b *Builder) xOf(i int, e *snapshot.TraceEntry) float64 {
+	if !b.t.TimeBased {
+		return float64(i)
 	}
-	var replayErr error
-	r, err := allocator.NewReplay(s, allocator.ReplayOptions{Device: o.Device, OnEvent: func(i int, e snapshot.TraceEntry, a *allocator.Allocator) {
-		x := xOf(i, e)
-		if i < from || i > to {
-			return
-		}
-		st := a.Stats()
-		for k, q := range qs {
-			decs[k].add(Point{Index: i, X: x, Bytes: q.get(&st)})
-		}
-		alloc, res := st.AllocatedBytes[allocator.PoolAll].Current, st.ReservedBytes[allocator.PoolAll].Current
-		// The segment events of an allocation come before its alloc entry
-		// and see the state after it; the peak belongs to the alloc (as in
-		// the replay's result).
-		if isSegmentEvent(e.Action) && i < to {
-			return
-		}
-		if alloc > t.Peak.Bytes {
-			t.Peak = Mark{Index: i, X: x, Bytes: alloc}
-		}
-		if res > t.PeakReserved.Bytes {
-			t.PeakReserved = Mark{Index: i, X: x, Bytes: res}
-		}
-		if e.Action == snapshot.ActionOOM {
-			t.OOMs = append(t.OOMs, Mark{Index: i, X: x, Bytes: res, Requested: e.Size, DeviceFree: e.DeviceFree()})
-		}
-	}})
-	if err != nil {
-		return nil, err
+	// Entries of different threads may be a few microseconds out of
+	// order; the axis must not run backwards.
+	b.lastUS = max(b.lastUS, e.TimeUS)
+	return float64(b.lastUS-b.t.StartUS) / 1e6
+}
+
+// Observe samples the state after entry i (allocator.ReplayOptions.OnEvent).
+func (b *Builder) Observe(i int, e snapshot.TraceEntry, a *allocator.Allocator) {
+	t := b.t
+	x := b.xOf(i, &e)
+	if i < t.From || i > t.To {
+		return
 	}
-	for r.Pos() <= to {
-		if err := r.Step(); err != nil {
-			if !errors.Is(err, io.EOF) {
-				replayErr = err
-			}
-			break
-		}
+	st := a.Stats()
+	for k, q := range b.qs {
+		b.decs[k].add(Point{Index: i, X: x, Bytes: q.get(&st)})
 	}
-	if replayErr != nil {
-		return nil, replayErr
+	alloc, res := st.AllocatedBytes[allocator.PoolAll].Current, st.ReservedBytes[allocator.PoolAll].Current
+	// The segment events of an allocation come before its alloc entry
+	// and see the state after it; the peak belongs to the alloc (as in
+	// the replay's result).
+	if isSegmentEvent(e.Action) && i < t.To {
+		return
 	}
-	for i := range decs {
-		decs[i].finish()
+	if alloc > t.Peak.Bytes {
+		t.Peak = Mark{Index: i, X: x, Bytes: alloc}
 	}
-	t.Phases, t.Notes = phases(s, o.Device, t)
-	return t, nil
+	if res > t.PeakReserved.Bytes {
+		t.PeakReserved = Mark{Index: i, X: x, Bytes: res}
+	}
+	if e.Action == snapshot.ActionOOM {
+		t.OOMs = append(t.OOMs, Mark{Index: i, X: x, Bytes: res, Requested: e.Size, DeviceFree: e.DeviceFree()})
+	}
+}
+
+// Finish returns the timeline, once the replay has applied the window.
+func (b *Builder) Finish() *Timeline {
+	for i := range b.decs {
+		b.decs[i].finish()
+	}
+	b.t.Phases, b.t.Notes = phases(b.s, b.o.Device, b.t)
+	return b.t
 }
 
 func isSegmentEvent(a snapshot.Action) bool {

@@ -113,7 +113,17 @@ func runReport(opts *Options) error {
 // section out with a note rather than losing the page.
 func device(snap *snapshot.Snapshot, d int, opts *Options) (htmlreport.Device, error) {
 	dev := htmlreport.Device{Device: d}
-	rp, err := analysis.Replay(snap, d)
+	// The timeline samples the same replay as every other analysis: one
+	// replay of the trace, not two.
+	var tl *timeline.Builder
+	var tlErr error
+	var each func(int, snapshot.TraceEntry, *allocator.Allocator)
+	if len(snap.Trace(d)) > 0 {
+		if tl, tlErr = timeline.NewBuilder(snap, timeline.Options{Device: d}); tlErr == nil {
+			each = tl.Observe
+		}
+	}
+	rp, err := analysis.ReplayObserved(snap, d, nil, each)
 	if err != nil {
 		return dev, err
 	}
@@ -125,9 +135,10 @@ func device(snap *snapshot.Snapshot, d int, opts *Options) (htmlreport.Device, e
 		dev.Notes = append(dev.Notes, fmt.Sprintf("%s could not be computed: %v", what, err))
 	}
 	if len(snap.Trace(d)) > 0 {
-		if dev.Timeline, err = timeline.Build(snap, timeline.Options{Device: d}); err != nil {
-			note("the timeline", err)
+		if tlErr != nil {
+			note("the timeline", tlErr)
 		} else {
+			dev.Timeline = tl.Finish()
 			dev.Notes = append(dev.Notes, dev.Timeline.Notes...)
 		}
 	}
