@@ -14,7 +14,7 @@ echo "|---|---|---:|---:|---:|---:|"
 for f in "$dir"/*; do
 	case $f in *.tsv) continue ;; esac
 	"$memstat" replay --json --device 0 "$f" 2>/dev/null | jq -r --arg name "$(basename "$f")" '
-		.files[0].devices[0] | select(.coverage != "none") |
+		.results[0].devices[0] | select(.coverage != "none") |
 		"| `\($name)` | \(if .coverage == "complete" then "empty" else "mid-run" end) | \(.entries) | " +
 		"\(.fidelity.segment_events.reproduced)/\(.fidelity.segment_events.recorded) | " +
 		"\(.fidelity.placements.reproduced)/\(.fidelity.placements.recorded) | \(.fidelity.forced_operations) |"' || true

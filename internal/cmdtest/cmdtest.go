@@ -5,6 +5,7 @@
 package cmdtest
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/memstat/memstat/internal/command"
 	"github.com/memstat/memstat/internal/iostreams"
+	"github.com/memstat/memstat/pkg/report"
 )
 
 // Run executes the command newCmd builds with args and returns its stdout,
@@ -74,4 +76,23 @@ func Parse[O any](t testing.TB, newCmd func(*command.Factory, func(*O) error) *c
 		return newCmd(f, func(o *O) error { got = o; return nil })
 	}, args...)
 	return got, err
+}
+
+// Result returns the JSON of the first entry of a --json output's results
+// (the envelope's `.results[0]`: file and devices), for tests written
+// against one file's record; it fails the test when out is not an
+// envelope of the current schema version.
+func Result(t testing.TB, out string) string {
+	t.Helper()
+	var env struct {
+		SchemaVersion int               `json:"schema_version"`
+		Results       []json.RawMessage `json:"results"`
+	}
+	if err := json.Unmarshal([]byte(out), &env); err != nil {
+		t.Fatalf("not one JSON object: %v\n%s", err, out)
+	}
+	if env.SchemaVersion != report.SchemaVersion || len(env.Results) == 0 {
+		t.Fatalf("not a version %d envelope with results:\n%s", report.SchemaVersion, out)
+	}
+	return string(env.Results[0])
 }

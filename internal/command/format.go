@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/memstat/memstat/pkg/report"
 )
@@ -15,6 +16,7 @@ type OutputFlags struct {
 	Format  string
 	JSON    bool
 	allowed []report.Format
+	cmd     *cobra.Command
 }
 
 // AddOutputFlags registers --format (limited to the given formats; text
@@ -24,6 +26,7 @@ func AddOutputFlags(cmd *cobra.Command, o *OutputFlags, formats ...report.Format
 		formats = []report.Format{report.Text, report.JSON, report.Markdown}
 	}
 	o.allowed = formats
+	o.cmd = cmd
 	names := make([]string, len(formats))
 	for i, f := range formats {
 		names[i] = string(f)
@@ -50,4 +53,50 @@ func (o *OutputFlags) Resolve() (report.Format, error) {
 		names[i] = string(f)
 	}
 	return "", FlagErrorf("invalid --format %q: choose one of %s", o.Format, strings.Join(names, ", "))
+}
+
+// Envelope is the top level of the command's --json output (see
+// report.Envelope): its name, the files given and the flags set.
+func (o *OutputFlags) Envelope(files []string, results []report.FileResult) *report.Envelope {
+	if results == nil {
+		results = []report.FileResult{}
+	}
+	return &report.Envelope{SchemaVersion: report.SchemaVersion, Command: o.commandName(), Inputs: o.Inputs(files), Results: results}
+}
+
+// JSONLHeader is the first line of the command's JSON Lines output.
+func (o *OutputFlags) JSONLHeader(files []string) report.JSONLHeader {
+	return report.JSONLHeader{Record: "header", SchemaVersion: report.SchemaVersion, Command: o.commandName(), Inputs: o.Inputs(files)}
+}
+
+func (o *OutputFlags) commandName() string {
+	if o.cmd == nil {
+		return ""
+	}
+	return o.cmd.Name()
+}
+
+// notAnInput are the flags that change how a result is printed or
+// computed, never what it is: left out of the envelope's inputs so that
+// the same question gives the same JSON.
+var notAnInput = map[string]bool{"json": true, "format": true, "jobs": true}
+
+// Inputs lists the files and the flags set on the command line, as typed
+// (what reproduces the run), less those in notAnInput.
+func (o *OutputFlags) Inputs(files []string) report.Inputs {
+	in := report.Inputs{Files: append([]string{}, files...), Options: map[string]string{}}
+	if o.cmd == nil {
+		return in
+	}
+	o.cmd.Flags().Visit(func(f *pflag.Flag) {
+		if notAnInput[f.Name] {
+			return
+		}
+		if sv, ok := f.Value.(pflag.SliceValue); ok {
+			in.Options[f.Name] = strings.Join(sv.GetSlice(), ",")
+			return
+		}
+		in.Options[f.Name] = f.Value.String()
+	})
+	return in
 }

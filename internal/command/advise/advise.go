@@ -155,19 +155,19 @@ type jsonDevice struct {
 }
 
 func jsonAdvice(opts *Options, advice []*advise.Advice) any {
-	out := struct {
-		File    string       `json:"file"`
-		Ranking string       `json:"ranking"`
-		Devices []jsonDevice `json:"devices"`
-	}{File: opts.File, Ranking: advise.RankingNote}
+	jds := []jsonDevice{}
 	for _, a := range advice {
 		why := a.Why()
 		if why == nil {
 			why = []string{}
 		}
-		out.Devices = append(out.Devices, jsonDevice{a, a.Verdict(), use(a), a.SimplerLine(), a.MemoryAnswer(), why})
+		jds = append(jds, jsonDevice{a, a.Verdict(), use(a), a.SimplerLine(), a.MemoryAnswer(), why})
 	}
-	return out
+	env := opts.Output.Envelope([]string{opts.File}, []report.FileResult{{File: opts.File, Devices: jds}})
+	env.Summary = struct {
+		Ranking string `json:"ranking"`
+	}{advise.RankingNote}
+	return env
 }
 
 // use is the environment line of the setting to use.

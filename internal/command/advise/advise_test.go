@@ -56,7 +56,7 @@ func adviceOf(t *testing.T, args ...string) adviceJSON {
 		t.Fatalf("%v: exit %d, stderr %q", args, code, errOut)
 	}
 	var a adviceJSON
-	if err := json.Unmarshal([]byte(out), &a); err != nil {
+	if err := json.Unmarshal([]byte(cmdtest.Result(t, out)), &a); err != nil {
 		t.Fatalf("not JSON: %v\n%s", err, out)
 	}
 	return a
@@ -141,7 +141,7 @@ func confirmWithReplay(t *testing.T, fn, conf, deviceMemory string, peakReserved
 				PeakReserved struct{ Simulated int64 } `json:"peak_reserved"`
 				OOMs         struct{ Simulated int }   `json:"ooms"`
 			} `json:"devices"`
-		} `json:"files"`
+		} `json:"results"`
 	}
 	if err := json.Unmarshal([]byte(out), &r); err != nil {
 		t.Fatal(err)

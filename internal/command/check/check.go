@@ -497,20 +497,15 @@ type jsonDevice struct {
 	Results      []jsonOutcome `json:"results"`
 }
 
-type jsonFile struct {
-	File    string       `json:"file"`
-	Devices []jsonDevice `json:"devices"`
-}
-
 func jsonResults(opts *Options, results []checked, total, failed int) any {
-	out := struct {
-		Passed bool       `json:"passed"`
-		Checks int        `json:"checks"`
-		Failed int        `json:"failed"`
-		Files  []jsonFile `json:"files"`
-	}{Passed: failed == 0, Checks: total, Failed: failed, Files: []jsonFile{}}
+	env := opts.Output.Envelope(opts.Files, nil)
+	env.Summary = struct {
+		Passed bool `json:"passed"`
+		Checks int  `json:"checks"`
+		Failed int  `json:"failed"`
+	}{Passed: failed == 0, Checks: total, Failed: failed}
 	for _, fn := range opts.Files {
-		jf := jsonFile{File: fn, Devices: []jsonDevice{}}
+		jds := []jsonDevice{}
 		for _, r := range results {
 			if r.File != fn {
 				continue
@@ -530,9 +525,9 @@ func jsonResults(opts *Options, results []checked, total, failed int) any {
 				}
 				jd.Results = append(jd.Results, jo)
 			}
-			jf.Devices = append(jf.Devices, jd)
+			jds = append(jds, jd)
 		}
-		out.Files = append(out.Files, jf)
+		env.Results = append(env.Results, report.FileResult{File: fn, Devices: jds})
 	}
-	return out
+	return env
 }

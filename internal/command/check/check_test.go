@@ -75,10 +75,12 @@ func TestAbsoluteRulesPassAndFail(t *testing.T) {
 }
 
 type checkJSON struct {
-	Passed bool `json:"passed"`
-	Checks int  `json:"checks"`
-	Failed int  `json:"failed"`
-	Files  []struct {
+	Summary struct {
+		Passed bool `json:"passed"`
+		Checks int  `json:"checks"`
+		Failed int  `json:"failed"`
+	} `json:"summary"`
+	Files []struct {
 		File    string `json:"file"`
 		Devices []struct {
 			Device   int  `json:"device"`
@@ -97,7 +99,7 @@ type checkJSON struct {
 				Message  string   `json:"message"`
 			} `json:"results"`
 		} `json:"devices"`
-	} `json:"files"`
+	} `json:"results"`
 }
 
 func checkJSONOf(t *testing.T, wantCode int, args ...string) checkJSON {
@@ -132,7 +134,7 @@ func TestFiguresAreStats(t *testing.T) {
 						Fragmentation float64 `json:"fragmentation"`
 					} `json:"headline"`
 				} `json:"devices"`
-			} `json:"files"`
+			} `json:"results"`
 		}
 		if err := json.Unmarshal([]byte(out), &st); err != nil {
 			t.Fatal(err)
@@ -161,7 +163,7 @@ func TestBaselineRules(t *testing.T) {
 	b, m := bcrafton(t), magma(t)
 	// Each run against itself: no increase at all.
 	got := checkJSONOf(t, 0, b, "--baseline", b, "--max-increase", "peak_reserved=0%", "--max-increase", "fragmentation=0%", "--max-increase", "segments=0")
-	if !got.Passed || got.Checks != 3 || got.Files[0].Devices[0].Baseline == nil {
+	if !got.Summary.Passed || got.Summary.Checks != 3 || got.Files[0].Devices[0].Baseline == nil {
 		t.Errorf("self-comparison: %+v", got)
 	}
 	for _, r := range got.Files[0].Devices[0].Results {
@@ -220,7 +222,7 @@ func pct(f float64) string { return strings.TrimRight(strings.TrimRight(ftoa(100
 func TestOneBaselinePerRank(t *testing.T) {
 	b, m := bcrafton(t), magma(t)
 	got := checkJSONOf(t, 0, b, m, "--baseline", b, "--baseline", m, "--max-increase", "peak_reserved=0%")
-	if len(got.Files) != 2 || got.Checks != 2 {
+	if len(got.Files) != 2 || got.Summary.Checks != 2 {
 		t.Fatalf("%+v", got)
 	}
 	for i, want := range []string{b, m} {
@@ -231,7 +233,7 @@ func TestOneBaselinePerRank(t *testing.T) {
 	}
 	// One baseline for both: exactly one of them reserved more.
 	got = checkJSONOf(t, 1, b, m, "--baseline", b, "--max-increase", "peak_reserved=0%")
-	if got.Failed != 1 || got.Files[0].Devices[0].Results[0].Passed != true {
+	if got.Summary.Failed != 1 || got.Files[0].Devices[0].Results[0].Passed != true {
 		t.Errorf("shared baseline: %+v", got)
 	}
 	code, _, errOut := memstat(t, nil, "check", b, m, nesta(t), "--baseline", b, "--baseline", m, "--max-increase", "peak_reserved=0%")
@@ -259,12 +261,12 @@ peak_reserved = "22GiB"
 peak_reserved = "0%"
 `), 0o644)
 	got := checkJSONOf(t, 0, nesta(t), "--config", rules)
-	if got.Checks != 3 {
+	if got.Summary.Checks != 3 {
 		t.Fatalf("%+v", got)
 	}
 	// Command-line rules add to the file's.
 	got = checkJSONOf(t, 1, nesta(t), "--config", rules, "--max", "ooms=0")
-	if got.Checks != 4 || got.Failed != 1 || got.Files[0].Devices[0].Results[3].Key != "ooms" {
+	if got.Summary.Checks != 4 || got.Summary.Failed != 1 || got.Files[0].Devices[0].Results[3].Key != "ooms" {
 		t.Errorf("%+v", got)
 	}
 	// Without rules on the command line, ./.memstat.toml is read.
@@ -479,7 +481,7 @@ func TestSeveralFilesInParallel(t *testing.T) {
 			Devices []struct {
 				Passed bool `json:"passed"`
 			} `json:"devices"`
-		} `json:"files"`
+		} `json:"results"`
 	}
 	if err := json.Unmarshal([]byte(outs[0]), &got); err != nil || len(got.Files) != 3 {
 		t.Fatalf("%v: %s", err, outs[0])

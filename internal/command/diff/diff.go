@@ -152,7 +152,7 @@ func runDiff(opts *Options) error {
 			return err
 		}
 		if opts.Format == report.JSON {
-			return report.WriteJSON(opts.IO.Out, jsonDiff(opts, out))
+			return report.WriteJSON(opts.IO.Out, opts.Output.Envelope([]string{opts.Before, opts.After}, []report.FileResult{jsonDiff(opts, out)}))
 		}
 		return writeText(opts, out)
 	}
@@ -189,13 +189,13 @@ func runDiff(opts *Options) error {
 		return err
 	}
 	if opts.Format == report.JSON {
-		all := struct {
-			Pairs []any `json:"pairs"`
-		}{}
+		var files []string
+		var pairs []report.FileResult
 		for i, out := range results {
-			all.Pairs = append(all.Pairs, jsonDiff(pairOpts(i), out))
+			files = append(files, opts.Befores[i], opts.Afters[i])
+			pairs = append(pairs, jsonDiff(pairOpts(i), out))
 		}
-		return report.WriteJSON(opts.IO.Out, all)
+		return report.WriteJSON(opts.IO.Out, opts.Output.Envelope(files, pairs))
 	}
 	for i, out := range results {
 		if i > 0 {
@@ -407,12 +407,10 @@ type jsonDevice struct {
 	Segments            []analysis.SegmentDelta `json:"segments"`
 }
 
-func jsonDiff(opts *Options, devices []deviceDiff) any {
-	out := struct {
-		Before  string       `json:"before"`
-		After   string       `json:"after"`
-		Devices []jsonDevice `json:"devices"`
-	}{Before: opts.Before, After: opts.After, Devices: []jsonDevice{}}
+// jsonDiff is one pair's result: File is the snapshot compared with
+// Before.
+func jsonDiff(opts *Options, devices []deviceDiff) report.FileResult {
+	jds := []jsonDevice{}
 	for _, dd := range devices {
 		d := dd.d
 		jd := jsonDevice{
@@ -437,7 +435,7 @@ func jsonDiff(opts *Options, devices []deviceDiff) any {
 			}
 			jd.Stacks = append(jd.Stacks, js)
 		}
-		out.Devices = append(out.Devices, jd)
+		jds = append(jds, jd)
 	}
-	return out
+	return report.FileResult{File: opts.After, Before: opts.Before, Devices: jds}
 }

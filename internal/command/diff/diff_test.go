@@ -52,7 +52,7 @@ type diffJSON struct {
 func parse(t *testing.T, out string) diffJSON {
 	t.Helper()
 	var got diffJSON
-	if err := json.Unmarshal([]byte(out), &got); err != nil {
+	if err := json.Unmarshal([]byte(cmdtest.Result(t, out)), &got); err != nil {
 		t.Fatalf("not one JSON object: %v", err)
 	}
 	return got
@@ -253,9 +253,9 @@ func TestPairsRankByRank(t *testing.T) {
 	var got struct {
 		Pairs []struct {
 			Before  string     `json:"before"`
-			After   string     `json:"after"`
+			After   string     `json:"file"`
 			Devices []struct{} `json:"devices"`
-		} `json:"pairs"`
+		} `json:"results"`
 	}
 	if err := json.Unmarshal([]byte(out), &got); err != nil {
 		t.Fatal(err)

@@ -225,10 +225,7 @@ func stateJSON(ms analysis.MemoryState, stacks bool) jsonState {
 }
 
 func jsonOOM(opts *Options, devices []deviceOOM) any {
-	out := struct {
-		File    string       `json:"file"`
-		Devices []jsonDevice `json:"devices"`
-	}{File: opts.File, Devices: []jsonDevice{}}
+	jds := []jsonDevice{}
 	for _, d := range devices {
 		jd := jsonDevice{Device: d.rep.Device, TorchVersion: d.rp.Result.Version, OOMs: []jsonOOMEvent{}}
 		for _, o := range d.rep.OOMs {
@@ -249,7 +246,7 @@ func jsonOOM(opts *Options, devices []deviceOOM) any {
 			s := stateJSON(*d.rep.AtPeak, opts.Stacks)
 			jd.AtPeak = &s
 		}
-		out.Devices = append(out.Devices, jd)
+		jds = append(jds, jd)
 	}
-	return out
+	return opts.Output.Envelope([]string{opts.File}, []report.FileResult{{File: opts.File, Devices: jds}})
 }

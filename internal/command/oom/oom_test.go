@@ -61,7 +61,7 @@ func (s *state) holdersAddUp() bool {
 func parse(t *testing.T, out string) oomJSON {
 	t.Helper()
 	var got oomJSON
-	if err := json.Unmarshal([]byte(out), &got); err != nil {
+	if err := json.Unmarshal([]byte(cmdtest.Result(t, out)), &got); err != nil {
 		t.Fatalf("not one JSON object: %v", err)
 	}
 	return got

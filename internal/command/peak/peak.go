@@ -200,10 +200,7 @@ type peakBound struct {
 }
 
 func jsonPeak(opts *Options, devices []devicePeak) any {
-	out := struct {
-		File    string       `json:"file"`
-		Devices []jsonDevice `json:"devices"`
-	}{File: opts.File, Devices: []jsonDevice{}}
+	jds := []jsonDevice{}
 	for _, d := range devices {
 		p := d.peak
 		jd := jsonDevice{
@@ -227,7 +224,7 @@ func jsonPeak(opts *Options, devices []devicePeak) any {
 			r := report.GroupRecord(d.rest, 0, d.rest.Key, false)
 			jd.Rest = &r
 		}
-		out.Devices = append(out.Devices, jd)
+		jds = append(jds, jd)
 	}
-	return out
+	return opts.Output.Envelope([]string{opts.File}, []report.FileResult{{File: opts.File, Devices: jds}})
 }

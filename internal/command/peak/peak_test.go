@@ -71,7 +71,7 @@ func statsPeak(t *testing.T, fn string) map[int]int64 {
 func checkAddsUp(t *testing.T, fn string, out string) {
 	t.Helper()
 	var got peakJSON
-	if err := json.Unmarshal([]byte(out), &got); err != nil {
+	if err := json.Unmarshal([]byte(cmdtest.Result(t, out)), &got); err != nil {
 		t.Fatalf("not one JSON object: %v", err)
 	}
 	want := statsPeak(t, fn)

@@ -214,7 +214,7 @@ func TestStatsOfRecordingAreTheSimulators(t *testing.T) {
 						Partial bool `json:"partial_history"`
 					} `json:"headline"`
 				} `json:"devices"`
-			} `json:"files"`
+			} `json:"results"`
 		}
 		if err := json.Unmarshal([]byte(runStats(t, "--json", p)), &js); err != nil {
 			t.Fatal(err)

@@ -207,11 +207,7 @@ type jsonFidelity struct {
 }
 
 func jsonReplay(opts *Options, devices []deviceReplay) any {
-	type file struct {
-		File    string       `json:"file"`
-		Devices []jsonDevice `json:"devices"`
-	}
-	f := file{File: opts.File, Devices: []jsonDevice{}}
+	jds := []jsonDevice{}
 	for _, d := range devices {
 		rec, sim := d.Recorded, d.Simulated
 		jd := jsonDevice{
@@ -233,11 +229,9 @@ func jsonReplay(opts *Options, devices []deviceReplay) any {
 			f := rec.Fidelity
 			jd.Fidelity = &jsonFidelity{f.SegmentEvents, f.Placements, f.ForcedOperations, f.Divergences}
 		}
-		f.Devices = append(f.Devices, jd)
+		jds = append(jds, jd)
 	}
-	return struct {
-		Files []file `json:"files"`
-	}{[]file{f}}
+	return opts.Output.Envelope([]string{opts.File}, []report.FileResult{{File: opts.File, Devices: jds}})
 }
 
 func writeText(w io.Writer, opts *Options, devices []deviceReplay) error {

@@ -58,7 +58,7 @@ type replayJSON struct {
 			} `json:"fidelity"`
 			OOMs pairJSON `json:"ooms"`
 		} `json:"devices"`
-	} `json:"files"`
+	} `json:"results"`
 }
 
 func replayJSONOf(t *testing.T, args ...string) replayJSON {

@@ -251,10 +251,7 @@ func segmentJSON(s analysis.SegmentInfo, width int) jsonSegment {
 }
 
 func jsonSegments(opts *Options, devices []deviceSegments) any {
-	out := struct {
-		File    string       `json:"file"`
-		Devices []jsonDevice `json:"devices"`
-	}{File: opts.File, Devices: []jsonDevice{}}
+	jds := []jsonDevice{}
 	for _, d := range devices {
 		jd := jsonDevice{Device: d.m.Device, TorchVersion: d.rp.Result.Version, Moment: d.m.Moment, Final: d.m.Final,
 			Segments: []jsonSegment{}, Total: segmentJSON(d.m.Total, opts.Width), Omitted: d.m.Omitted}
@@ -267,7 +264,7 @@ func jsonSegments(opts *Options, devices []deviceSegments) any {
 		for _, s := range segs {
 			jd.Segments = append(jd.Segments, segmentJSON(s, opts.Width))
 		}
-		out.Devices = append(out.Devices, jd)
+		jds = append(jds, jd)
 	}
-	return out
+	return opts.Output.Envelope([]string{opts.File}, []report.FileResult{{File: opts.File, Devices: jds}})
 }

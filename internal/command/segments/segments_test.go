@@ -56,7 +56,7 @@ type segJSON struct {
 func parse(t *testing.T, out string) segJSON {
 	t.Helper()
 	var got segJSON
-	if err := json.Unmarshal([]byte(out), &got); err != nil {
+	if err := json.Unmarshal([]byte(cmdtest.Result(t, out)), &got); err != nil {
 		t.Fatalf("not one JSON object: %v", err)
 	}
 	return got

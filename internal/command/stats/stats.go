@@ -152,7 +152,7 @@ func runStats(opts *Options) error {
 	}
 	ranks := rankSummary(files)
 	if opts.Format == report.JSON {
-		return report.WriteJSON(opts.IO.Out, jsonStats(files, ranks, opts.Summary))
+		return report.WriteJSON(opts.IO.Out, jsonStats(opts, files, ranks, opts.Summary))
 	}
 	if !opts.Summary {
 		if err := writeText(opts.IO.Out, files, opts.Format, opts.IO.TerminalWidth()); err != nil {
@@ -210,11 +210,6 @@ func statsOf(fn string, spark bool, loaded func(*snapshot.Snapshot)) (fileStats,
 	return fs, nil
 }
 
-type jsonFile struct {
-	File    string       `json:"file"`
-	Devices []jsonDevice `json:"devices"`
-}
-
 type jsonDevice struct {
 	Device       int                  `json:"device"`
 	TorchVersion string               `json:"torch_version"`
@@ -224,19 +219,20 @@ type jsonDevice struct {
 	Agreement    *allocator.Agreement `json:"agreement"`
 }
 
-func jsonStats(files []fileStats, ranks *ranks, summary bool) any {
-	out := struct {
-		Files []jsonFile `json:"files,omitempty"`
-		Ranks *jsonRanks `json:"ranks,omitempty"`
-	}{Files: []jsonFile{}, Ranks: ranks.json()}
+func jsonStats(opts *Options, files []fileStats, ranks *ranks, summary bool) any {
+	env := opts.Output.Envelope(opts.Files, nil)
+	if r := ranks.json(); r != nil {
+		env.Summary = struct {
+			Ranks *jsonRanks `json:"ranks"`
+		}{r}
+	}
 	if summary {
-		out.Files = nil
-		return out
+		return env
 	}
 	for _, f := range files {
-		jf := jsonFile{File: f.File, Devices: []jsonDevice{}}
+		jds := []jsonDevice{}
 		for _, res := range f.Devices {
-			jf.Devices = append(jf.Devices, jsonDevice{
+			jds = append(jds, jsonDevice{
 				Device:       res.Device,
 				TorchVersion: res.Version,
 				MemoryStats:  res.MemoryStatsMap(),
@@ -245,9 +241,9 @@ func jsonStats(files []fileStats, ranks *ranks, summary bool) any {
 				Agreement:    res.Agreement,
 			})
 		}
-		out.Files = append(out.Files, jf)
+		env.Results = append(env.Results, report.FileResult{File: f.File, Devices: jds})
 	}
-	return out
+	return env
 }
 
 func writeText(w io.Writer, files []fileStats, format report.Format, width int) error {

@@ -51,7 +51,7 @@ type statsJSON struct {
 				Remaining     int `json:"remaining"`
 			} `json:"agreement"`
 		} `json:"devices"`
-	} `json:"files"`
+	} `json:"results"`
 }
 
 // memoryStatsKeys is the key set of torch.cuda.memory_stats(), written out
@@ -289,23 +289,27 @@ func asFlagError(err error, fe **command.FlagError) bool {
 }
 
 type ranksJSON struct {
-	Ranks *struct {
-		Rows []struct {
-			File          string `json:"file"`
-			PeakAllocated int64  `json:"peak_allocated"`
-			PeakReserved  int64  `json:"peak_reserved"`
-			OOMs          int64  `json:"ooms"`
-		} `json:"rows"`
-		Min, Median, Max struct {
-			PeakAllocated int64 `json:"peak_allocated"`
-			PeakReserved  int64 `json:"peak_reserved"`
-		}
-		Outlier *struct {
-			File                   string `json:"file"`
-			PeakReservedFromMedian int64  `json:"peak_reserved_from_median"`
-		} `json:"outlier"`
-	} `json:"ranks"`
-	Files []json.RawMessage `json:"files"`
+	Summary struct {
+		Ranks *ranksSummary `json:"ranks"`
+	} `json:"summary"`
+	Files []json.RawMessage `json:"results"`
+}
+
+type ranksSummary struct {
+	Rows []struct {
+		File          string `json:"file"`
+		PeakAllocated int64  `json:"peak_allocated"`
+		PeakReserved  int64  `json:"peak_reserved"`
+		OOMs          int64  `json:"ooms"`
+	} `json:"rows"`
+	Min, Median, Max struct {
+		PeakAllocated int64 `json:"peak_allocated"`
+		PeakReserved  int64 `json:"peak_reserved"`
+	}
+	Outlier *struct {
+		File                   string `json:"file"`
+		PeakReservedFromMedian int64  `json:"peak_reserved_from_median"`
+	} `json:"outlier"`
 }
 
 // TestRanksAcrossFiles: several files (read in parallel) give the per-file
@@ -331,24 +335,24 @@ func TestRanksAcrossFiles(t *testing.T) {
 		if err := json.Unmarshal([]byte(out), &got); err != nil {
 			t.Fatal(err)
 		}
-		if got.Ranks == nil || len(per.Files) != len(files) || len(got.Ranks.Rows) != len(files) {
-			t.Fatalf("jobs %s: %d files, ranks %+v", jobs, len(per.Files), got.Ranks)
+		if got.Summary.Ranks == nil || len(per.Files) != len(files) || len(got.Summary.Ranks.Rows) != len(files) {
+			t.Fatalf("jobs %s: %d files, ranks %+v", jobs, len(per.Files), got.Summary.Ranks)
 		}
 		var reserved, allocated []int64
 		for i, f := range per.Files {
-			if f.File != filepath.Base(files[i]) || got.Ranks.Rows[i].File != f.File {
-				t.Fatalf("jobs %s: file %d is %q / %q, want %q", jobs, i, f.File, got.Ranks.Rows[i].File, filepath.Base(files[i]))
+			if f.File != filepath.Base(files[i]) || got.Summary.Ranks.Rows[i].File != f.File {
+				t.Fatalf("jobs %s: file %d is %q / %q, want %q", jobs, i, f.File, got.Summary.Ranks.Rows[i].File, filepath.Base(files[i]))
 			}
 			h := f.Devices[0].Headline
-			if got.Ranks.Rows[i].PeakReserved != h.PeakReserved || got.Ranks.Rows[i].PeakAllocated != h.PeakAllocated {
-				t.Errorf("rank %d: %+v, headline %+v", i, got.Ranks.Rows[i], h)
+			if got.Summary.Ranks.Rows[i].PeakReserved != h.PeakReserved || got.Summary.Ranks.Rows[i].PeakAllocated != h.PeakAllocated {
+				t.Errorf("rank %d: %+v, headline %+v", i, got.Summary.Ranks.Rows[i], h)
 			}
 			reserved = append(reserved, h.PeakReserved)
 			allocated = append(allocated, h.PeakAllocated)
 		}
 		sort.Slice(reserved, func(i, j int) bool { return reserved[i] < reserved[j] })
 		sort.Slice(allocated, func(i, j int) bool { return allocated[i] < allocated[j] })
-		r := got.Ranks
+		r := got.Summary.Ranks
 		if r.Min.PeakReserved != reserved[0] || r.Median.PeakReserved != reserved[2] || r.Max.PeakReserved != reserved[4] ||
 			r.Min.PeakAllocated != allocated[0] || r.Median.PeakAllocated != allocated[2] || r.Max.PeakAllocated != allocated[4] {
 			t.Errorf("spread %+v %+v %+v, sorted reserved %v allocated %v", r.Min, r.Median, r.Max, reserved, allocated)
@@ -392,7 +396,7 @@ func TestRanksAcrossFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	var sum ranksJSON
-	if err := json.Unmarshal([]byte(out), &sum); err != nil || sum.Files != nil || sum.Ranks == nil || len(sum.Ranks.Rows) != 2 {
+	if err := json.Unmarshal([]byte(out), &sum); err != nil || len(sum.Files) != 0 || sum.Summary.Ranks == nil || len(sum.Summary.Ranks.Rows) != 2 {
 		t.Errorf("--json --summary: %v\n%s", err, out)
 	}
 	// One file: no table across files.

@@ -343,20 +343,6 @@ type jsonLines struct {
 	frames map[snapshot.StackID]*report.FrameJSON
 }
 
-// schemaVersion is the version of the records' shape (see README.md,
-// "JSON Lines"); a change of shape bumps it.
-const schemaVersion = 1
-
-type jsonHeader struct {
-	Record        string `json:"record"`
-	SchemaVersion int    `json:"schema_version"`
-	Command       string `json:"command"`
-	Inputs        struct {
-		Files   []string          `json:"files"`
-		Options map[string]string `json:"options"`
-	} `json:"inputs"`
-}
-
 type jsonRecord struct {
 	Record string `json:"record"`
 	File   string `json:"file"`
@@ -373,28 +359,10 @@ type jsonEvent struct {
 func newJSONLines(w io.Writer, opts *Options) *jsonLines {
 	j := &jsonLines{enc: json.NewEncoder(w), opts: opts, frames: map[snapshot.StackID]*report.FrameJSON{}}
 	j.enc.SetEscapeHTML(false)
-	h := jsonHeader{Record: "header", SchemaVersion: schemaVersion, Command: "trace"}
-	h.Inputs.Files = []string{opts.File}
-	h.Inputs.Options = opts.options()
-	j.enc.Encode(h)
+	// The header is the envelope every --json has, less its results
+	// (report.JSONLHeader).
+	j.enc.Encode(opts.Output.JSONLHeader([]string{opts.File}))
 	return j
-}
-
-// options are the flags given, as typed (what reproduces the listing).
-func (o *Options) options() map[string]string {
-	m := map[string]string{}
-	for k, v := range map[string]string{"from": o.From, "to": o.To, "action": o.Action, "min-size": o.MinSize, "addr": o.Addr} {
-		if v != "" {
-			m[k] = v
-		}
-	}
-	if o.Device >= 0 {
-		m["device"] = strconv.Itoa(o.Device)
-	}
-	if o.AllFrames {
-		m["all-frames"] = "true"
-	}
-	return m
 }
 
 func (j *jsonLines) noTrace() {

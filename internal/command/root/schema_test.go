@@ -1,0 +1,218 @@
+package root
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/memstat/memstat/internal/command"
+	"github.com/memstat/memstat/internal/iostreams"
+	"github.com/memstat/memstat/internal/realdata"
+	"github.com/memstat/memstat/internal/schemacheck"
+	"github.com/memstat/memstat/internal/testsnap"
+	"github.com/memstat/memstat/pkg/report"
+	"github.com/memstat/memstat/pkg/snapshot"
+)
+
+// schemaFile is the documented schema of every command's --json.
+const schemaFile = "../../../docs/output.schema.json"
+
+// jsonRuns are the runs of each command whose --json the schema must
+// hold: key is the command, each run the arguments after it (FILE and
+// OTHER stand for two snapshots).
+var jsonRuns = map[string][][]string{
+	"stats":    {{"FILE"}, {"FILE", "OTHER"}, {"--summary", "FILE", "OTHER"}},
+	"peak":     {{"FILE"}, {"--by", "file", "--stacks", "FILE"}},
+	"oom":      {{"FILE"}, {"--stacks", "FILE"}},
+	"segments": {{"FILE"}, {"--at", "peak", "FILE"}},
+	"trace":    {{"FILE"}, {"--action", "alloc", "--all-frames", "FILE"}},
+	"diff":     {{"FILE", "OTHER"}, {"--stacks", "FILE", "OTHER", "OTHER", "FILE"}},
+	"replay":   {{"FILE"}, {"--alloc-conf", "expandable_segments:True", "FILE"}},
+	"advise":   {{"FILE"}},
+	"check":    {{"--max", "ooms=0", "FILE"}, {"--max", "peak_reserved=1GB", "FILE", "OTHER"}},
+}
+
+// TestEveryJSONCommandHasASchemaTest: each command with --json is in
+// jsonRuns, so a new command cannot skip the schema.
+func TestEveryJSONCommandHasASchemaTest(t *testing.T) {
+	ios, _, _, _ := iostreams.Test()
+	root := NewCmdRoot(&command.Factory{IO: ios, Getenv: func(string) string { return "" }})
+	var missing []string
+	for _, c := range root.Commands() {
+		if c.Flags().Lookup("json") != nil && jsonRuns[c.Name()] == nil {
+			missing = append(missing, c.Name())
+		}
+	}
+	sort.Strings(missing)
+	if len(missing) > 0 {
+		t.Errorf("commands with --json but no schema test in jsonRuns: %s", strings.Join(missing, ", "))
+	}
+}
+
+// TestJSONMatchesSchema: every command's --json, on the recorded test
+// snapshot and on a published one, validates against
+// docs/output.schema.json, names the command and the schema version,
+// and lists the files it was given as inputs.
+func TestJSONMatchesSchema(t *testing.T) {
+	sch, err := schemacheck.Load(schemaFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	recorded := filepath.Join(dir, "recorded.pickle")
+	if err := snapshot.WriteFile(recorded, testsnap.Build(t).Snapshot); err != nil {
+		t.Fatal(err)
+	}
+	pairs := [][2]string{{recorded, recorded}}
+	if files := realdata.FilesIfPresent(); len(files) > 0 {
+		for _, f := range files {
+			if strings.Contains(f, "Nesta-gitU") {
+				pairs = append(pairs, [2]string{f, recorded})
+			}
+		}
+	} else {
+		t.Log("published snapshots absent (../shared/testdata/real): schema checked on the recorded snapshot only")
+	}
+	names := make([]string, 0, len(jsonRuns))
+	for name := range jsonRuns {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		t.Run(name, func(t *testing.T) {
+			for _, files := range pairs {
+				for _, run := range jsonRuns[name] {
+					args := []string{name, "--json"}
+					for _, a := range run {
+						switch a {
+						case "FILE":
+							a = files[0]
+						case "OTHER":
+							a = files[1]
+						}
+						args = append(args, a)
+					}
+					code, out, errOut := runMain(args...)
+					if code != 0 && !(name == "check" && code == 1) {
+						t.Fatalf("%v: exit %d: %s", args, code, errOut)
+					}
+					if name == "trace" {
+						checkLines(t, sch, args, out)
+						continue
+					}
+					if err := sch.Validate([]byte(out), ""); err != nil {
+						t.Errorf("%v: %v", args, err)
+					}
+					if !strings.Contains(out, `"command": "`+name+`"`) || !strings.Contains(out, `"schema_version": 1`) {
+						t.Errorf("%v: envelope does not name the command and version:\n%.300s", args, out)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestSchemaCatchesWrongShapes: the schema (and its checker) fail a
+// document with a field of the wrong type, one missing, or an envelope
+// that is not this version's.
+func TestSchemaCatchesWrongShapes(t *testing.T) {
+	sch, err := schemacheck.Load(schemaFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := `{"schema_version":1,"command":"peak","inputs":{"files":["a"],"options":{}},"results":[{"file":"a","devices":[` +
+		`{"device":0,"torch_version":"2.5","coverage":"full","peak_allocated":{"index":1,"allocated_bytes":1,"reserved_bytes":2},` +
+		`"peak_reserved":{"index":1,"allocated_bytes":1,"reserved_bytes":2},"live_bytes":1,"by":"stack","groups":[]}]}]}`
+	if err := sch.Validate([]byte(good), ""); err != nil {
+		t.Fatalf("good document: %v", err)
+	}
+	for _, bad := range []struct{ from, to string }{
+		{`"schema_version":1`, `"schema_version":2`},
+		{`"live_bytes":1`, `"live_bytes":"1"`},
+		{`"live_bytes":1,`, ``},
+		{`"by":"stack"`, `"by":"nothing"`},
+		{`"command":"peak"`, `"command":"peek"`},
+		{`"results":[`, `"pairs":[],"results":[`},
+		{`"device":0`, `"device":-1`},
+	} {
+		doc := strings.Replace(good, bad.from, bad.to, 1)
+		if err := sch.Validate([]byte(doc), ""); err == nil {
+			t.Errorf("%s -> %s: validates", bad.from, bad.to)
+		}
+	}
+}
+
+// TestSchemaVersionMatchesTheCode: the schema file's version is the one
+// the code writes (report.SchemaVersion): changing one without the other
+// fails here.
+func TestSchemaVersionMatchesTheCode(t *testing.T) {
+	data, err := os.ReadFile(schemaFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Properties struct {
+			SchemaVersion struct {
+				Const int `json:"const"`
+			} `json:"schema_version"`
+		} `json:"properties"`
+	}
+	if err := json.Unmarshal(data, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if doc.Properties.SchemaVersion.Const != report.SchemaVersion {
+		t.Errorf("%s says schema_version %d, the code writes %d", schemaFile, doc.Properties.SchemaVersion.Const, report.SchemaVersion)
+	}
+}
+
+// checkLines checks trace's JSON Lines: each line valid against the
+// schema's jsonl_line; a header first naming the command; then per device
+// a device line, its events and a summary that counts them (or one note).
+func checkLines(t *testing.T, sch *schemacheck.Schema, args []string, out string) {
+	t.Helper()
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	var records []string
+	events := 0
+	for i, l := range lines {
+		if err := sch.Validate([]byte(l), "#/$defs/jsonl_line"); err != nil {
+			t.Errorf("%v: line %d: %v\n%.300s", args, i+1, err, l)
+		}
+		var rec struct {
+			Record  string `json:"record"`
+			Command string `json:"command"`
+			Shown   int    `json:"shown"`
+		}
+		if err := json.Unmarshal([]byte(l), &rec); err != nil {
+			t.Fatalf("%v: line %d: %v", args, i+1, err)
+		}
+		switch rec.Record {
+		case "event":
+			events++
+			if len(records) == 0 || records[len(records)-1] != "event" {
+				records = append(records, "event")
+			}
+			continue
+		case "header":
+			if rec.Command != args[0] {
+				t.Errorf("%v: header names command %q", args, rec.Command)
+			}
+		case "summary":
+			if rec.Shown != events {
+				t.Errorf("%v: summary says %d shown, %d event lines", args, rec.Shown, events)
+			}
+			events = 0
+		}
+		records = append(records, rec.Record)
+	}
+	seq := strings.Join(records, " ")
+	ok := seq == "header note"
+	if rest, found := strings.CutPrefix(seq, "header "); found && !ok {
+		ok = strings.Trim(strings.ReplaceAll(strings.ReplaceAll(rest, "device event summary", ""), "device summary", ""), " ") == ""
+	}
+	if !ok {
+		t.Errorf("%v: records in the order %s, want header, then per device: device, events, summary", args, seq)
+	}
+}
