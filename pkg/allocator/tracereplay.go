@@ -1359,6 +1359,8 @@ func (r *Replay) tryPools(i, j int) bool {
 		}
 	}
 	if chosen == nil {
+		// No pool reproduces the call: its pool stays unknown.
+		r.notePoolGuess(j, snapshot.PoolID{}, 0)
 		r.a.RouteToPool(snapshot.PoolID{})
 		return false
 	}
@@ -1376,16 +1378,18 @@ func (r *Replay) tryPools(i, j int) bool {
 }
 
 // notePoolGuess records the pool a trial chose for call j; matches is how
-// many pools would have reproduced it.
+// many pools would have reproduced it (0: none did, the pool is unknown).
 func (r *Replay) notePoolGuess(j int, id snapshot.PoolID, matches int) {
 	if !id.IsDefault() {
 		r.pools.call[j] = id
 	}
 	p := &r.res.Pools
 	p.Inferred++
-	if matches > 1 && j > 0 {
+	if matches != 1 {
 		p.Ambiguous++
-		p.AmbiguousBytes += r.trace[j-1].Size
+		if j > 0 && (r.trace[j-1].Action == snapshot.ActionSegmentAlloc || r.trace[j-1].Action == snapshot.ActionSegmentMap) {
+			p.AmbiguousBytes += r.trace[j-1].Size
+		}
 	}
 }
 

@@ -60,6 +60,10 @@ var NamedFigures = []Named{
 		func(r *allocator.ReplayResult) float64 { return float64(r.OOMs.Recorded) }},
 	{"segments", Count, "segments created during the trace (cudaMalloc and expandable-segment map calls)",
 		func(r *allocator.ReplayResult) float64 { return float64(r.SegmentsCreated) }},
+	{"private_pool_reserved", Bytes, "highest memory reserved in private pools (CUDA graphs, torch.cuda.MemPool) over the trace, all pools together; an upper bound where the trace does not say which pool some segments were in",
+		func(r *allocator.ReplayResult) float64 {
+			return float64(r.Pools.Reserved.Peak + r.Pools.AmbiguousBytes)
+		}},
 	{"alloc_retries", Count, "cudaMalloc calls that failed and were retried after freeing the cache (num_alloc_retries)",
 		func(r *allocator.ReplayResult) float64 { return float64(r.Stat("num_alloc_retries")) }},
 }

@@ -126,7 +126,7 @@ func unitExample(u Unit) string {
 // unknownKey is the message for a key that names nothing: the closest
 // keys, or where to find them.
 func unknownKey(key string) string {
-	close := closeKeys(key, 3)
+	close := closeKeys(key, 4)
 	if len(close) == 0 {
 		return fmt.Sprintf("unknown key %s: use a memory_stats key such as allocated_bytes.all.peak or one of %s", textfile.Quote(key), strings.Join(namedNames(), ", "))
 	}

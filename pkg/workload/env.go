@@ -65,6 +65,9 @@ type Env struct {
 
 	oom *allocator.OOMError
 	err error
+
+	// graphs and mempools number the private pools made so far.
+	graphs, mempools int64
 }
 
 // NewEnv starts a process on a fresh device with memory history recording
@@ -312,4 +315,71 @@ func (e *Env) Snapshot() *snapshot.Snapshot {
 		s.Annotations = append([]snapshot.Annotation(nil), e.ann...)
 	}
 	return s
+}
+
+// Pool is a private memory pool the workload made: a CUDA graph's pool
+// (torch.cuda.graph, graph_pool_handle) or a torch.cuda.MemPool.
+type Pool struct {
+	ID   snapshot.PoolID
+	Kind allocator.PoolKind
+}
+
+// NewGraphPool returns a pool id for a new CUDA graph capture: (n, 0), as
+// CUDAGraph::capture_begin makes one when given no pool.
+func (e *Env) NewGraphPool() Pool {
+	e.graphs++
+	return Pool{ID: snapshot.PoolID{e.graphs, 0}, Kind: allocator.PoolKindGraph}
+}
+
+// NewMemPool is torch.cuda.MemPool(): a new pool (0, n) with use_count 1.
+func (e *Env) NewMemPool() Pool {
+	e.mempools++
+	p := Pool{ID: snapshot.PoolID{0, e.mempools}, Kind: allocator.PoolKindMemPool}
+	if !e.Stopped() {
+		if err := e.a.CreatePool(p.ID, p.Kind); err != nil {
+			e.err = err
+		}
+	}
+	return p
+}
+
+// Capture runs fn as the capture of a CUDA graph into pool p
+// (torch.cuda.graph(g, pool=p)): allocations on the current stream go to
+// the pool. The graph keeps its use of the pool until ReleasePool.
+func (e *Env) Capture(p Pool, fn func()) {
+	e.intoPool(p, allocator.StreamFilter{Stream: e.stream}, fn)
+}
+
+// UseMemPool runs fn inside torch.cuda.use_mem_pool(p): every allocation
+// of the thread goes to the pool; the use taken on entry is given back on
+// exit.
+func (e *Env) UseMemPool(p Pool, fn func()) {
+	e.intoPool(p, allocator.StreamFilter{AllStreams: true}, fn)
+	e.ReleasePool(p)
+}
+
+func (e *Env) intoPool(p Pool, f allocator.StreamFilter, fn func()) {
+	if e.Stopped() {
+		return
+	}
+	if err := e.a.BeginAllocateToPool(p.ID, p.Kind, f); err != nil {
+		e.err = err
+		return
+	}
+	fn()
+	if err := e.a.EndAllocateToPool(p.ID); err != nil && !e.Stopped() {
+		e.err = err
+	}
+}
+
+// ReleasePool gives back one use of p: a graph's reset() or destruction,
+// a MemPool's destruction. At no use left empty_cache() may return the
+// pool's free segments.
+func (e *Env) ReleasePool(p Pool) {
+	if e.Stopped() {
+		return
+	}
+	if err := e.a.ReleasePool(p.ID); err != nil {
+		e.err = err
+	}
 }

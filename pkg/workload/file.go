@@ -23,6 +23,10 @@ import (
 //	repeat 4 as i ... end            loops; names interpolate: act{i}
 //	phase forward ... end            a record_function range and a Python frame
 //	stream 1 ... end                 allocate on another stream
+//	graph g ... end                  capture a CUDA graph into its own pool
+//	graph g2 pool=g ... end          share g's pool (pool=g.pool())
+//	pool p ... end                   with torch.cuda.use_mem_pool(MemPool p)
+//	release g, p                     g.reset() / del p: give up the pool
 //	record_stream x 1                x.record_stream(stream 1)
 //	synchronize()                    torch.cuda.synchronize()
 //	empty_cache()                    and the other torch.cuda memory calls
@@ -96,7 +100,7 @@ func ParseFile(path, src string) (*File, error) {
 				return nil, p.errorf("unexpected %s after \"end\"", toks[1])
 			}
 			if len(stack) == 1 {
-				return nil, p.errorf("\"end\" without a repeat, phase or stream block to close")
+				return nil, p.errorf("\"end\" without a repeat, phase, stream, graph or pool block to close")
 			}
 			stack = stack[:len(stack)-1]
 			continue
@@ -172,6 +176,30 @@ type streamStmt struct {
 	at
 	stream expr
 	blockStmt
+}
+
+// graphStmt captures a CUDA graph: `graph g ... end`, or `graph g
+// pool=h ... end` to share the pool of graph (or MemPool) h.
+type graphStmt struct {
+	at
+	name  string
+	share string
+	blockStmt
+}
+
+// poolStmt is `pool p ... end`: with torch.cuda.use_mem_pool(p), the
+// MemPool p made at its first use.
+type poolStmt struct {
+	at
+	name string
+	blockStmt
+}
+
+// releaseStmt is `release g, p`: a graph's reset() or a MemPool's
+// destruction gives up its use of the pool.
+type releaseStmt struct {
+	at
+	names []string
 }
 
 type recordStreamStmt struct {
@@ -401,6 +429,7 @@ func (p *parser) ident(what string) (string, error) {
 var keywords = map[string]bool{
 	"let": true, "alloc": true, "free": true, "repeat": true, "as": true, "phase": true, "stream": true,
 	"end": true, "print": true, "record_stream": true, "None": true, "True": true, "False": true,
+	"graph": true, "pool": true, "release": true,
 }
 
 func (p *parser) statement() (stmt, error) {
@@ -437,6 +466,30 @@ func (p *parser) statement() (stmt, error) {
 		st := &streamStmt{at: a}
 		st.stream, err = p.expr()
 		s = st
+	case head.is(tWord, "graph"):
+		g := &graphStmt{at: a}
+		if g.name, err = p.poolName(); err == nil && p.accept(tWord, "pool") {
+			if err = p.expect(tPunct, "="); err == nil {
+				g.share, err = p.poolName()
+			}
+		}
+		s = g
+	case head.is(tWord, "pool"):
+		ps := &poolStmt{at: a}
+		ps.name, err = p.poolName()
+		s = ps
+	case head.is(tWord, "release"):
+		rs := &releaseStmt{at: a}
+		for err == nil {
+			var n string
+			if n, err = p.poolName(); err == nil {
+				rs.names = append(rs.names, n)
+			}
+			if !p.accept(tPunct, ",") {
+				break
+			}
+		}
+		s = rs
 	case head.is(tWord, "record_stream"):
 		rs := &recordStreamStmt{at: a}
 		if rs.name, err = p.tensorName(); err == nil {
@@ -458,6 +511,15 @@ func (p *parser) statement() (stmt, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// poolName reads the name of a graph or MemPool.
+func (p *parser) poolName() (string, error) {
+	n, err := p.ident("a graph or pool name")
+	if err == nil && keywords[n] {
+		return "", p.errorf("%s is a keyword, not a graph or pool name", textfile.Quote(n))
+	}
+	return n, err
 }
 
 func (p *parser) varName() (string, error) {

@@ -32,7 +32,7 @@ var (
 // argument is checked, so that a mistake anywhere is reported (as a
 // *FileError) before anything runs or prints.
 func (f *File) Check() error {
-	r := &runner{f: f, vars: map[string]int64{}, tensors: map[string]Tensor{}}
+	r := &runner{f: f, vars: map[string]int64{}, tensors: map[string]Tensor{}, pools: map[string]Pool{}}
 	return r.run(f.body)
 }
 
@@ -44,7 +44,7 @@ func (f *File) Run(e *Env) {
 		return
 	}
 	defer e.Call(f.frameFile(), "<module>", 1)()
-	r := &runner{f: f, e: e, vars: map[string]int64{}, tensors: map[string]Tensor{}}
+	r := &runner{f: f, e: e, vars: map[string]int64{}, tensors: map[string]Tensor{}, pools: map[string]Pool{}}
 	if err := r.run(f.body); err != nil {
 		e.Fail(err)
 	}
@@ -57,6 +57,9 @@ type runner struct {
 	e       *Env
 	vars    map[string]int64
 	tensors map[string]Tensor
+	// pools maps graph and MemPool names to their pools (the zero Pool
+	// while only checking).
+	pools   map[string]Pool
 	ops     int
 	calls   int
 	printed int
@@ -245,6 +248,53 @@ func (r *runner) exec(s stmt) error {
 		err = r.run(s.body)
 		e.SetStream(old)
 		return err
+	case *graphStmt:
+		if _, ok := r.pools[s.name]; ok {
+			return r.errorf(s, "graph %s is already captured; release it first", textfile.Quote(s.name))
+		}
+		var p Pool
+		if s.share != "" {
+			sp, ok := r.pools[s.share]
+			if !ok {
+				return r.errorf(s, "unknown graph or pool %s", textfile.Quote(s.share))
+			}
+			p = sp
+		} else if e != nil {
+			p = e.NewGraphPool()
+		}
+		if e == nil {
+			r.pools[s.name] = p
+			return r.run(s.body)
+		}
+		var err error
+		e.Capture(p, func() { err = r.run(s.body) })
+		r.pools[s.name] = p
+		return err
+	case *poolStmt:
+		p, ok := r.pools[s.name]
+		if !ok {
+			if e != nil {
+				p = e.NewMemPool()
+			}
+			r.pools[s.name] = p
+		}
+		if e == nil {
+			return r.run(s.body)
+		}
+		var err error
+		e.UseMemPool(p, func() { err = r.run(s.body) })
+		return err
+	case *releaseStmt:
+		for _, n := range s.names {
+			p, ok := r.pools[n]
+			if !ok {
+				return r.errorf(s, "unknown graph or pool %s", textfile.Quote(n))
+			}
+			if e != nil {
+				e.ReleasePool(p)
+			}
+			delete(r.pools, n)
+		}
 	case *recordStreamStmt:
 		if err := r.allocatorCall(s); err != nil {
 			return err

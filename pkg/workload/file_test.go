@@ -192,7 +192,7 @@ func TestFileErrors(t *testing.T) {
 		{"let a = b + 1", `bad.mem:1: unknown variable "b"`},
 		{"let a = 1 // 0", `bad.mem:1: division by zero`},
 		{"# ok\nrepeat 3\n  alloc a 1MiB\n", `bad.mem:2: "repeat" block is never closed (no matching "end")`},
-		{"phase p\nend\nend", `bad.mem:3: "end" without a repeat, phase or stream block to close`},
+		{"phase p\nend\nend", `bad.mem:3: "end" without a repeat, phase, stream, graph or pool block to close`},
 		{"frobnicate()", `bad.mem:1: unknown statement "frobnicate": expected a statement (let, alloc, free, repeat, phase, stream, end, print, record_stream) or a torch.cuda call`},
 		{"set_per_process_memory_fraction(1.5)", `bad.mem:1: Invalid fraction value: 1.5. Allowed range: 0~1`},
 		{"empty_cache(1)", `bad.mem:1: empty_cache() takes at most 0 positional arguments`},

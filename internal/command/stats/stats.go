@@ -217,6 +217,8 @@ type jsonDevice struct {
 	Headline     report.Headline      `json:"headline"`
 	History      allocator.History    `json:"history"`
 	Agreement    *allocator.Agreement `json:"agreement"`
+	// PrivatePools: per-pool figures, when the device has private pools.
+	PrivatePools *report.PoolJSON `json:"private_pools,omitempty"`
 }
 
 func jsonStats(opts *Options, files []fileStats, ranks *ranks, summary bool) any {
@@ -239,6 +241,7 @@ func jsonStats(opts *Options, files []fileStats, ranks *ranks, summary bool) any
 				Headline:     report.HeadlineOf(res),
 				History:      res.History,
 				Agreement:    res.Agreement,
+				PrivatePools: report.PoolsJSON(res),
 			})
 		}
 		env.Results = append(env.Results, report.FileResult{File: f.File, Devices: jds})
@@ -285,6 +288,16 @@ func writeText(w io.Writer, files []fileStats, format report.Format, width int) 
 			fmt.Fprintln(w)
 			if err := counterTable(res).Render(w, format); err != nil {
 				return err
+			}
+			if pt := report.PoolTable(res); pt != nil {
+				fmt.Fprintln(w)
+				para(report.PoolLine(res))
+				if !md {
+					fmt.Fprintln(w)
+				}
+				if err := pt.Render(w, format); err != nil {
+					return err
+				}
 			}
 		}
 	}

@@ -1,0 +1,110 @@
+package report
+
+import (
+	"fmt"
+
+	"github.com/memstat/memstat/pkg/allocator"
+)
+
+// PoolID renders a pool id as PyTorch prints a MempoolId_t: "(0, 1)".
+func PoolID(id [2]int64) string { return fmt.Sprintf("(%d, %d)", id[0], id[1]) }
+
+// poolKind is the kind column: "default", "graph", "MemPool", or what the
+// id alone allows ("graph or MemPool").
+func poolKind(u allocator.PoolUsage) string {
+	switch {
+	case u.ID == [2]int64{}:
+		return "default"
+	case u.Kind != allocator.PoolKindUnknown:
+		return u.Kind.String()
+	case allocator.KindOfPoolID(u.ID) == allocator.PoolKindGraph:
+		return "graph"
+	}
+	return "graph or MemPool"
+}
+
+// PoolTable lists the pools of a replay's final state: the default pools,
+// then each private pool (segments, reserved, allocated, largest free
+// block). Nil when the replay saw no private pool.
+func PoolTable(res *allocator.ReplayResult) *Table {
+	if !res.Pools.Any() {
+		return nil
+	}
+	t := &Table{Columns: []Column{
+		{Name: "Pool", Key: "pool_id"},
+		{Name: "Kind", Key: "kind"},
+		{Name: "Segments", Key: "segments", Align: Right},
+		{Name: "Reserved", Key: "reserved_bytes", Align: Right},
+		{Name: "Allocated", Key: "allocated_bytes", Align: Right},
+		{Name: "Largest free", Key: "largest_free_block", Align: Right},
+	}}
+	for _, u := range res.Pools.Final {
+		t.Add(Str(PoolID(u.ID)), Str(poolKind(u)), Int(int64(u.Segments)), Bytes(u.Reserved), Bytes(u.Allocated), Bytes(u.LargestFree))
+	}
+	return t
+}
+
+// PoolLine says in one sentence what the private pools held: now, at
+// their peak, and what the peak is worth where the trace leaves some
+// segments' pool open. Empty without private pools.
+func PoolLine(res *allocator.ReplayResult) string {
+	p := &res.Pools
+	if !p.Any() {
+		return ""
+	}
+	n := len(p.Final) - 1
+	s := fmt.Sprintf("private pools (CUDA graphs, MemPool): %d now, %s reserved and %s allocated in them; ",
+		n, Size(p.Reserved.Current), Size(p.Allocated.Current))
+	if p.AmbiguousBytes > 0 {
+		return s + fmt.Sprintf("peak reserved between %s and %s (the trace does not say the pool of %s of segments it creates and frees)",
+			Size(p.Reserved.Peak), Size(p.Reserved.Peak+p.AmbiguousBytes), Size(p.AmbiguousBytes))
+	}
+	return s + "peak " + Size(p.Reserved.Peak) + " reserved"
+}
+
+// PoolJSON is the per-pool part of a device's JSON.
+type PoolJSON struct {
+	// Reserved and Allocated total the private pools: now and at peak.
+	ReservedCurrent  int64 `json:"reserved_bytes_current"`
+	ReservedPeak     int64 `json:"reserved_bytes_peak"`
+	AllocatedCurrent int64 `json:"allocated_bytes_current"`
+	AllocatedPeak    int64 `json:"allocated_bytes_peak"`
+	// ReservedPeakExact is false where the trace leaves some segments'
+	// pool open: the peak then lies between ReservedPeak (the segments
+	// known to be private) and ReservedPeakBound (all open ones counted
+	// as private). The current figures are exact either way.
+	ReservedPeakExact bool           `json:"reserved_bytes_peak_exact"`
+	ReservedPeakBound int64          `json:"reserved_bytes_peak_upper_bound"`
+	Pools             []PoolJSONItem `json:"pools"`
+}
+
+// PoolJSONItem is one pool at the end.
+type PoolJSONItem struct {
+	ID          [2]int64 `json:"pool_id"`
+	Kind        string   `json:"kind"`
+	Segments    int      `json:"segments"`
+	Reserved    int64    `json:"reserved_bytes"`
+	Allocated   int64    `json:"allocated_bytes"`
+	Active      int64    `json:"active_bytes"`
+	LargestFree int64    `json:"largest_free_block"`
+}
+
+// PoolsJSON is the per-pool JSON of a replay; nil without private pools.
+func PoolsJSON(res *allocator.ReplayResult) *PoolJSON {
+	p := &res.Pools
+	if !p.Any() {
+		return nil
+	}
+	out := &PoolJSON{
+		ReservedCurrent: p.Reserved.Current, ReservedPeak: p.Reserved.Peak,
+		AllocatedCurrent: p.Allocated.Current, AllocatedPeak: p.Allocated.Peak,
+		ReservedPeakBound: p.Reserved.Peak + p.AmbiguousBytes,
+		ReservedPeakExact: p.AmbiguousBytes == 0,
+		Pools:             []PoolJSONItem{},
+	}
+	for _, u := range p.Final {
+		out.Pools = append(out.Pools, PoolJSONItem{ID: u.ID, Kind: poolKind(u), Segments: u.Segments,
+			Reserved: u.Reserved, Allocated: u.Allocated, Active: u.Active, LargestFree: u.LargestFree})
+	}
+	return out
+}
