@@ -9,8 +9,9 @@ import (
 
 // grouping assigns each interval a group: of[k] indexes keys.
 type grouping struct {
-	keys []string
-	of   []uint32
+	keys   []string
+	labels []string
+	of     []uint32
 }
 
 // grouping returns (and keeps) the groups of one kind, with the keys
@@ -21,13 +22,19 @@ func (m *Model) grouping(by analysis.GroupBy) *grouping {
 	}
 	g := &grouping{of: make([]uint32, m.Len())}
 	ids := map[string]uint32{}
+	label := ""
 	intern := func(key string) uint32 {
 		id, ok := ids[key]
 		if !ok {
 			id = uint32(len(g.keys))
 			ids[key] = id
 			g.keys = append(g.keys, key)
+			if label == "" {
+				label = key
+			}
+			g.labels = append(g.labels, label)
 		}
+		label = ""
 		return id
 	}
 	fr := m.Frames
@@ -76,6 +83,8 @@ func (m *Model) grouping(by analysis.GroupBy) *grouping {
 			if key = fr.Key(stack); key == "" {
 				key = analysis.NoStackFrame.Name
 			}
+			// A whole stack is too long to read: its site names it.
+			label = analysis.FrameString(fr.Site(stack)) + " (stack)"
 		}
 		byStack[stack] = intern(key)
 		g.of[k] = byStack[stack]

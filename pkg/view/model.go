@@ -16,6 +16,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"sort"
 
 	"github.com/memstat/memstat/pkg/allocator"
 	"github.com/memstat/memstat/pkg/analysis"
@@ -59,8 +60,6 @@ type Model struct {
 	Before            []allocator.BlockInfo
 	Pools             []PoolKey
 
-	// byEntry maps an alloc entry to its interval.
-	byEntry   map[int32]int32
 	groups    map[analysis.GroupBy]*grouping
 	beforeIdx map[uint64]int
 }
@@ -70,6 +69,13 @@ func (m *Model) Len() int { return len(m.Start) }
 
 // Build replays one device in follow mode and collects its intervals.
 func Build(s *snapshot.Snapshot, device int, fr *analysis.Frames) (*Model, error) {
+	return BuildObserved(s, device, fr, nil)
+}
+
+// BuildObserved is Build with another observer of the same replay (called
+// after every entry, as allocator.ReplayOptions.OnEvent is), for callers
+// that sample it too (the report's timeline).
+func BuildObserved(s *snapshot.Snapshot, device int, fr *analysis.Frames, also func(i int, e snapshot.TraceEntry, a *allocator.Allocator)) (*Model, error) {
 	trace := s.Trace(device)
 	if len(trace) == 0 {
 		return nil, fmt.Errorf("device %d has no trace: there is no history to show", device)
@@ -77,7 +83,7 @@ func Build(s *snapshot.Snapshot, device int, fr *analysis.Frames) (*Model, error
 	if len(trace) >= 1<<31-1 {
 		return nil, fmt.Errorf("device %d: %d trace entries are more than the view handles", device, len(trace))
 	}
-	m := &Model{Frames: fr, byEntry: map[int32]int32{}, groups: map[analysis.GroupBy]*grouping{}}
+	m := &Model{Frames: fr, groups: map[analysis.GroupBy]*grouping{}}
 	pools := map[PoolKey]uint16{}
 	poolOf := func(b allocator.BlockInfo) uint16 {
 		k := PoolKey{Kind: b.Pool, ID: b.PoolID}
@@ -98,9 +104,6 @@ func Build(s *snapshot.Snapshot, device int, fr *analysis.Frames) (*Model, error
 		m.Size = append(m.Size, b.Size)
 		m.Pool = append(m.Pool, poolOf(b))
 		open[b.Address] = k
-		if entry >= 0 {
-			m.byEntry[entry] = k
-		}
 	}
 	start := func(a *allocator.Allocator) {
 		a.Blocks(func(b allocator.BlockInfo) bool {
@@ -112,6 +115,9 @@ func Build(s *snapshot.Snapshot, device int, fr *analysis.Frames) (*Model, error
 		})
 	}
 	each := func(i int, e snapshot.TraceEntry, a *allocator.Allocator) {
+		if also != nil {
+			also(i, e, a)
+		}
 		switch e.Action {
 		case snapshot.ActionAlloc:
 			if b, ok := a.BlockAt(e.Addr); ok && b.Address == e.Addr && b.State == snapshot.ActiveAllocated {
@@ -172,8 +178,15 @@ func (m *Model) LiveAt(k int, i int) bool {
 // IntervalOf returns the interval an alloc entry started (false when the
 // entry is no allocation the replay applied).
 func (m *Model) IntervalOf(entry int) (int, bool) {
-	k, ok := m.byEntry[int32(entry)]
-	return int(k), ok
+	// Entry is increasing after the intervals of blocks allocated before
+	// the trace (no map: a trace of millions of allocations would pay
+	// tens of bytes each).
+	lo := len(m.Before)
+	k := lo + sort.Search(len(m.Entry)-lo, func(i int) bool { return int(m.Entry[lo+i]) >= entry })
+	if k < len(m.Entry) && int(m.Entry[k]) == entry {
+		return k, true
+	}
+	return 0, false
 }
 
 // Allocation describes one interval for people: hover and click details.

@@ -237,7 +237,7 @@ func (m *Model) Window(req Request) (*Window, error) {
 			for c1 > c0 && vals[c1-1] == 0 {
 				c1--
 			}
-			w.Bands = append(w.Bands, Band{ID: id, Key: g.keys[id], Label: g.keys[id], C0: c0, C1: c1, Values: vals[c0:c1]})
+			w.Bands = append(w.Bands, Band{ID: id, Key: g.keys[id], Label: g.labels[id], C0: c0, C1: c1, Values: vals[c0:c1]})
 		}
 	}
 	sums := prefix(total[:width])

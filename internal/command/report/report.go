@@ -4,6 +4,7 @@ package report
 
 import (
 	"fmt"
+	"html/template"
 	"io"
 
 	"github.com/spf13/cobra"
@@ -15,8 +16,10 @@ import (
 	"github.com/memstat/memstat/pkg/analysis"
 	"github.com/memstat/memstat/pkg/report"
 	"github.com/memstat/memstat/pkg/report/htmlreport"
+	"github.com/memstat/memstat/pkg/report/webview"
 	"github.com/memstat/memstat/pkg/snapshot"
 	"github.com/memstat/memstat/pkg/timeline"
+	"github.com/memstat/memstat/pkg/view"
 )
 
 // Options are `memstat report`'s inputs.
@@ -42,9 +45,15 @@ allocation stack (the stacks fold out), why each out-of-memory error
 happened, the torch.cuda.memory_stats() table and a map of the final
 segments with their blocks.
 
-The page is a single file with no script, no web font and no outside
-resource: it opens offline, and can be attached to an issue or a pull
-request as it is.`,
+At the top, the interactive timeline of memstat view, pre-decimated: the
+largest allocations as bands (hover: size, times, stack), group by stack,
+frame, file, annotation or pool, zoom and pan within what the page holds.
+"memstat view" shows the same at any zoom, and the allocator state at any
+event.
+
+The page is a single file, its script inline, with no web font and no
+outside resource: it opens offline, stays under 10 MB whatever the trace,
+and can be attached to an issue or a pull request as it is.`,
 		Example: `  memstat report snapshot.pickle -o report.html
   memstat report snapshot.pickle -o report.html --device 1`,
 		Args: command.OneSnapshot("memstat report FILE -o OUT.html"),
@@ -95,12 +104,35 @@ func runReport(opts *Options) error {
 			return fmt.Errorf("%s: no device has segments or a trace", opts.File)
 		}
 	}
+	var traced []int
+	models := map[int]*view.Model{}
 	for _, d := range devices {
-		dev, err := device(snap, d, opts)
+		dev, m, err := device(snap, d, opts)
 		if err != nil {
 			return fmt.Errorf("%s: device %d: %w", opts.File, d, err)
 		}
 		rep.Devices = append(rep.Devices, dev)
+		if m != nil {
+			traced = append(traced, d)
+			if len(models) < webview.StaticDevices {
+				models[d] = m
+			}
+		}
+	}
+	if len(traced) > 0 {
+		data, err := webview.Static(opts.File, snap, traced, func(d int) (*view.Model, error) {
+			m := models[d]
+			delete(models, d)
+			return m, nil
+		})
+		if err != nil {
+			return fmt.Errorf("%s: the interactive timeline: %w", opts.File, err)
+		}
+		frag, err := webview.StaticFragment(data)
+		if err != nil {
+			return err
+		}
+		rep.Interactive = template.HTML(frag)
 	}
 	if err := atomicfile.Write(opts.Output, func(w io.Writer) error { return htmlreport.Write(w, rep) }); err != nil {
 		return err
@@ -111,21 +143,30 @@ func runReport(opts *Options) error {
 
 // device runs every analysis of one device; one that fails leaves its
 // section out with a note rather than losing the page.
-func device(snap *snapshot.Snapshot, d int, opts *Options) (htmlreport.Device, error) {
+//
+// A device with a trace is replayed once for its intervals (pkg/view),
+// which the interactive timeline draws; the model is returned for it.
+func device(snap *snapshot.Snapshot, d int, opts *Options) (htmlreport.Device, *view.Model, error) {
 	dev := htmlreport.Device{Device: d}
-	// The timeline samples the same replay as every other analysis: one
-	// replay of the trace, not two.
+	fr := analysis.NewFrames(snap.Stacks, false)
+	// The timeline and the interactive timeline's intervals sample the
+	// same replay as every other analysis: one replay of the trace.
 	var tl *timeline.Builder
 	var tlErr error
 	var each func(int, snapshot.TraceEntry, *allocator.Allocator)
+	var rp *analysis.Replayed
+	var m *view.Model
+	var err error
 	if len(snap.Trace(d)) > 0 {
 		if tl, tlErr = timeline.NewBuilder(snap, timeline.Options{Device: d}); tlErr == nil {
 			each = tl.Observe
 		}
-	}
-	rp, err := analysis.ReplayObserved(snap, d, nil, each)
-	if err != nil {
-		return dev, err
+		if m, err = view.BuildObserved(snap, d, fr, each); err != nil {
+			return dev, nil, err
+		}
+		rp = m.Replayed
+	} else if rp, err = analysis.ReplayObserved(snap, d, nil, each); err != nil {
+		return dev, nil, err
 	}
 	res := rp.Result
 	command.PrintWarnings(opts.IO.ErrOut, fmt.Sprintf("%s: device %d", opts.File, d), res.Warnings)
@@ -142,7 +183,6 @@ func device(snap *snapshot.Snapshot, d int, opts *Options) (htmlreport.Device, e
 			dev.Notes = append(dev.Notes, dev.Timeline.Notes...)
 		}
 	}
-	fr := analysis.NewFrames(snap.Stacks, false)
 	// The peak and the ooms need the states at a few entries: one replay
 	// captures them all (a failure shows in the analyses below).
 	_ = rp.Prefetch(reportStates(rp)...)
@@ -160,12 +200,12 @@ func device(snap *snapshot.Snapshot, d int, opts *Options) (htmlreport.Device, e
 			dev.OOMs = o
 		}
 	}
-	if m, err := analysis.Segments(rp, fr, analysis.AtFinal, analysis.SegmentFilter{}, analysis.SortByAddress); err != nil {
+	if sm, err := analysis.Segments(rp, fr, analysis.AtFinal, analysis.SegmentFilter{}, analysis.SortByAddress); err != nil {
 		note("the segment map", err)
 	} else {
-		dev.Segments = m
+		dev.Segments = sm
 	}
-	return dev, nil
+	return dev, m, nil
 }
 
 // reportStates are the entries whose states the report's analyses ask

@@ -73,6 +73,8 @@ func TestReportContent(t *testing.T) {
 		"CUDA out of memory.",    // the OOM message
 		"Allocated memory",       // the memory_stats table
 		`class="track"`,          // the segment map
+		`id="memstat-data"`,      // the interactive timeline's data
+		`<canvas id="timeline"`,  // and its canvas
 	} {
 		if !strings.Contains(page, want) {
 			t.Errorf("page lacks %q", want)
@@ -82,10 +84,21 @@ func TestReportContent(t *testing.T) {
 }
 
 // checkSelfContained fails on anything in the page that would load a
-// resource: scripts, links, imports, remote URLs in attributes or CSS.
+// resource: scripts from elsewhere, links, imports, remote URLs in
+// attributes or CSS, and any request the inline script could make.
 func checkSelfContained(t *testing.T, page string) {
 	t.Helper()
-	for _, bad := range []string{"<script", "<link", "@import", "<iframe", "<img", "<object", "<embed", "@font-face"} {
+	for _, tag := range regexp.MustCompile(`(?i)<script[^>]*>`).FindAllString(page, -1) {
+		if tag != "<script>" && tag != `<script type="application/json" id="memstat-data">` {
+			t.Errorf("page has a script element %s", tag)
+		}
+	}
+	for _, bad := range []string{"XMLHttpRequest", "WebSocket", "import(", "EventSource", "sendBeacon"} {
+		if strings.Contains(page, bad) {
+			t.Errorf("page contains %s", bad)
+		}
+	}
+	for _, bad := range []string{"<link", "@import", "<iframe", "<img", "<object", "<embed", "@font-face"} {
 		if strings.Contains(strings.ToLower(page), bad) {
 			t.Errorf("page contains %s", bad)
 		}
@@ -245,11 +258,19 @@ func TestReportInChromium(t *testing.T) {
 
 func checkInBrowser(t *testing.T, bin string, proxy *proxyRecorder, path string) {
 	t.Helper()
-	dom := string(chromium(t, bin, proxy, path, "--dump-dom"))
+	dom := string(chromium(t, bin, proxy, path, "--dump-dom", "--virtual-time-budget=10000"))
 	for _, id := range sections {
 		if !strings.Contains(dom, `id="`+id+`"`) {
 			t.Errorf("the DOM has no section %s", id)
 		}
+	}
+	// The interactive timeline ran: it filled in the file name and the
+	// device picker, and showed no error.
+	if !regexp.MustCompile(`<span id="file">[^<]+</span>`).MatchString(dom) || !strings.Contains(dom, "entries)</option>") {
+		t.Error("the interactive timeline did not start")
+	}
+	if m := regexp.MustCompile(`<div id="error"[^>]*>([^<]*)<`).FindStringSubmatch(dom); m == nil || strings.TrimSpace(m[1]) != "" {
+		t.Errorf("the interactive timeline shows an error: %v", m)
 	}
 	for _, want := range []string{"<svg", "<details", "peak allocated", "out of memory", `class="track"`, "</html>"} {
 		if !strings.Contains(dom, want) {

@@ -1,9 +1,10 @@
 // Package htmlreport writes a snapshot's analysis as one self-contained
 // HTML page: the headline, the timeline picture (inline SVG), what was
 // live at the peak with its stacks, the out-of-memory explanations, the
-// memory_stats table and a map of the final segments. The page has no
-// script and loads nothing: no CDN, no web font, no image file; it works
-// offline and can be attached to a bug report as it is.
+// memory_stats table and a map of the final segments, and, when the
+// command gives one, the interactive timeline (pkg/report/webview, its
+// script inline). The page loads nothing: no CDN, no web font, no image
+// file; it works offline and can be attached to a bug report as it is.
 package htmlreport
 
 import (
@@ -40,6 +41,9 @@ type Report struct {
 	Devices []Device
 	// Warnings are the file's reading warnings.
 	Warnings []string
+	// Interactive is the interactive timeline (pkg/report/webview's
+	// fragment with its data inline), or empty.
+	Interactive template.HTML
 }
 
 // Device is one device's results. Everything but Result may be nil: the
@@ -67,7 +71,7 @@ const MaxSegments = 400
 
 // Write renders the page.
 func Write(w io.Writer, r *Report) error {
-	v := view{File: r.File, Version: r.Version, Warnings: r.Warnings}
+	v := view{File: r.File, Version: r.Version, Warnings: r.Warnings, Interactive: r.Interactive}
 	for i := range r.Devices {
 		dv, err := deviceView(r.File, &r.Devices[i])
 		if err != nil {
@@ -81,6 +85,7 @@ func Write(w io.Writer, r *Report) error {
 type view struct {
 	File, Version string
 	Warnings      []string
+	Interactive   template.HTML
 	Devices       []devView
 }
 
@@ -239,7 +244,7 @@ func peakOf(d *Device) *peakView {
 	for i, g := range d.Groups {
 		pv.Stacks = append(pv.Stacks, stackView{
 			Rank: i + 1, Label: labels[i], Bytes: report.Size(g.Bytes),
-			Lines: report.StackLines(g.Stack, g.HiddenFrames, false),
+			Lines: clipLines(report.StackLines(g.Stack, g.HiddenFrames, false)),
 		})
 	}
 	if p.BeforeTrace.Blocks > 0 {
@@ -262,7 +267,7 @@ func oomOf(o analysis.OOM, n int) oomView {
 		ov.Facts = append(ov.Facts, [2]string{"Missing with every free byte counted", report.Size(o.Shortfall)})
 	}
 	ov.Advice = report.AdviceText(&o)
-	ov.Stack = report.StackLines(o.Stack, o.HiddenFrames, false)
+	ov.Stack = clipLines(report.StackLines(o.Stack, o.HiddenFrames, false))
 	return ov
 }
 
@@ -338,4 +343,18 @@ func runsOf(s analysis.SegmentInfo) []run {
 	}
 	flush()
 	return out
+}
+
+// MaxLine bounds a stack line of the page: a C++ frame's demangled name
+// can run to kilobytes, and a page of many such stacks would not stay
+// small enough to attach to an issue.
+const MaxLine = 300
+
+func clipLines(lines []string) []string {
+	for i, l := range lines {
+		if len(l) > MaxLine {
+			lines[i] = l[:MaxLine] + "…"
+		}
+	}
+	return lines
 }

@@ -28,6 +28,9 @@ import (
 //go:embed view.html
 var pageHTML string
 
+//go:embed body.html
+var bodyHTML string
+
 //go:embed view.js
 var pageJS string
 

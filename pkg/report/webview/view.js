@@ -38,10 +38,7 @@
   // ---- data: the server, or the report's inlined windows ----
   async function get(path, q) {
     if (STATIC) return staticGet(path, q || {});
-    const u = new URL(path, location.href);
-    u.searchParams.set('token', token);
-    for (const [k, v] of Object.entries(q || {})) u.searchParams.set(k, v);
-    const r = await fetch(u);
+    const r = await fetch(path + '?' + new URLSearchParams(Object.assign({ token: token }, q || {})));
     if (!r.ok) throw new Error(path + ': ' + (await r.text()));
     return r.json();
   }
@@ -51,7 +48,12 @@
       case 'api/info': return STATIC.info;
       case 'api/overview': return dev.overview;
       case 'api/alloc': return dev.allocs[q.id] || { id: +q.id, site: '(not in the report)', stack: [] };
-      case 'api/window': return sliceWindow(dev.windows[q.by] || dev.windows.allocation, +q.from, +q.to);
+      case 'api/window': {
+        // every grouping's window has the allocation window's columns
+        const base = dev.windows.allocation, w = Object.assign({}, base, dev.windows[q.by] || base);
+        for (const k of ['first', 'sample', 'alloc_min', 'alloc_max', 'allocated', 'reserved', 'reserved_max', 'private_reserved']) if (!w[k]) w[k] = base[k];
+        return sliceWindow(w, +q.from, +q.to);
+      }
     }
     throw new Error('the report has no ' + path + ': run memstat view on the snapshot');
   }
@@ -469,7 +471,7 @@
   window.addEventListener('resize', () => { drawMinimap(); clearTimeout(pending); pending = setTimeout(loadWindow, 100); });
 
   async function main() {
-    if (STATIC) document.body.classList.add('static');
+    if (STATIC) $('memstat-view').classList.add('static');
     const info = await get('api/info');
     $('file').textContent = info.file;
     const traced = info.devices.filter((d) => d.traced);
