@@ -59,6 +59,10 @@ type Model struct {
 	Pool              []uint16
 	Before            []allocator.BlockInfo
 	Pools             []PoolKey
+	// PrivateReserved is the memory private pools (CUDA graphs,
+	// torch.cuda.MemPool) reserved after each entry; nil when they never
+	// reserved any.
+	PrivateReserved []int64
 
 	groups    map[analysis.GroupBy]*grouping
 	beforeIdx map[uint64]int
@@ -117,6 +121,12 @@ func BuildObserved(s *snapshot.Snapshot, device int, fr *analysis.Frames, also f
 	each := func(i int, e snapshot.TraceEntry, a *allocator.Allocator) {
 		if also != nil {
 			also(i, e, a)
+		}
+		if r, _ := a.PrivatePoolStats(); r.Current != 0 || m.PrivateReserved != nil {
+			if m.PrivateReserved == nil {
+				m.PrivateReserved = make([]int64, i, len(trace))
+			}
+			m.PrivateReserved = append(m.PrivateReserved, r.Current)
 		}
 		switch e.Action {
 		case snapshot.ActionAlloc:

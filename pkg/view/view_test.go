@@ -2,14 +2,18 @@ package view
 
 import (
 	"path/filepath"
+	goruntime "runtime"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/memstat/memstat/internal/fixture"
 	"github.com/memstat/memstat/internal/realdata"
 	"github.com/memstat/memstat/internal/testsnap"
+	"github.com/memstat/memstat/pkg/allocator"
 	"github.com/memstat/memstat/pkg/analysis"
 	"github.com/memstat/memstat/pkg/snapshot"
+	"github.com/memstat/memstat/pkg/workload"
 )
 
 func build(t *testing.T, s *snapshot.Snapshot, device int) *Model {
@@ -218,5 +222,47 @@ func TestParseGroupBy(t *testing.T) {
 	}
 	if _, err := ParseGroupBy("colour"); err == nil || !strings.Contains(err.Error(), "pool") {
 		t.Errorf("colour: %v", err)
+	}
+}
+
+// TestPrivatePools: a recording with CUDA-graph and MemPool pools shows
+// their reserved memory, within the reserved total, and the windows still
+// add up.
+func TestPrivatePools(t *testing.T) {
+	_, self, _, _ := goruntime.Caller(0)
+	f, err := workload.ReadFile(filepath.Join(filepath.Dir(self), "..", "..", "internal", "command", "testdata", "cuda_graphs.mem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := workload.NewEnv(workload.Options{Config: allocator.DefaultConfig(allocator.V2_5), DeviceMemory: 80 << 30})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Run(e)
+	if err := e.Err(); err != nil {
+		t.Fatal(err)
+	}
+	m := build(t, e.Snapshot(), 0)
+	checkIntervals(t, m)
+	if m.PrivateReserved == nil {
+		t.Fatal("no private-pool memory seen")
+	}
+	var peak int64
+	for i, r := range m.PrivateReserved {
+		peak = max(peak, r)
+		if r > m.Replayed.Reserved[i] {
+			t.Fatalf("entry %d: private pools reserve %d of %d reserved", i, r, m.Replayed.Reserved[i])
+		}
+	}
+	w := checkWindow(t, m, Request{To: -1, Width: 40, By: ByPool, Top: 5})
+	if got := slices.Max(w.PrivateReserved); got != peak {
+		t.Errorf("the window's private-pool line peaks at %d, the trace at %d", got, peak)
+	}
+	private := false
+	for _, b := range w.Bands {
+		private = private || strings.Contains(b.Label, "private pool")
+	}
+	if !private {
+		t.Errorf("grouping by pool shows no private pool: %+v", w.Bands)
 	}
 }

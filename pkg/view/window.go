@@ -70,8 +70,9 @@ type Window struct {
 	Allocated   []int64 `json:"allocated"`
 	Reserved    []int64 `json:"reserved"`
 	ReservedMax []int64 `json:"reserved_max"`
-	// PrivateReserved is the memory reserved by private pools (CUDA
-	// graphs) at each sample, when the replay exposes it; nil otherwise.
+	// PrivateReserved is the highest memory reserved by private pools
+	// (CUDA graphs, MemPool) over each column; nil when they reserved
+	// none.
 	PrivateReserved []int64 `json:"private_reserved,omitempty"`
 	// Bands are stacked bottom first; with Other (the rest, per column)
 	// they add up to Allocated at every column.
@@ -290,6 +291,14 @@ func (m *Model) columns(w *Window, width int) {
 		w.Allocated[c], w.Reserved[c] = rp.Allocated[best], rp.Reserved[best]
 		w.ReservedMax[c] = rmax
 		w.YMax = max(w.YMax, rmax, w.AllocMax[c])
+		if pr := m.PrivateReserved; pr != nil {
+			if w.PrivateReserved == nil {
+				w.PrivateReserved = make([]int64, width)
+			}
+			for i := lo; i <= hi; i++ {
+				w.PrivateReserved[c] = max(w.PrivateReserved[c], pr[i])
+			}
+		}
 	}
 }
 
