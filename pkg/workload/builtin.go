@@ -41,6 +41,7 @@ var Params = []Param{
 	{Name: "optimizer", Usage: "AdamW implementation: foreach (PyTorch's default), for-loop or fused"},
 	{Name: "new-tokens", Usage: "tokens generated after the prompt"},
 	{Name: "kv-cache", Usage: "dynamic (torch.cat one token at a time) or static (preallocated)"},
+	{Name: "cuda-graphs", Usage: "capture decode as CUDA graphs, one per batch size (--batch, then halves down to 1), each in a private pool of its own, as vLLM and torch.compile's reduce-overhead do (implies --kv-cache static)", Bool: true},
 }
 
 // Builtin is a built-in workload: its name, what it does, and its
@@ -90,11 +91,12 @@ var Builtins = []Builtin{
 		Name: "inference",
 		Summary: "generation with a KV cache: prefill of the prompts, then one token at a time, " +
 			"the cache grown by torch.cat (dynamic) or preallocated (static)",
-		Defaults: slices.Concat(modelDefaults, []Default{{"new-tokens", "64"}, {"kv-cache", "dynamic"}}),
+		Defaults: slices.Concat(modelDefaults, []Default{{"new-tokens", "64"}, {"kv-cache", "dynamic"}, {"cuda-graphs", "false"}}),
 		build: func(a *args, _ uint64) Workload {
 			return &Generate{
 				Model: a.model(), Batch: a.int("batch"), Prompt: a.int("seq"),
 				NewTokens: a.int("new-tokens"), DType: a.dtype("dtype"), Cache: KVCache(a.str("kv-cache")),
+				CUDAGraphs: a.bool("cuda-graphs"),
 			}
 		},
 	},

@@ -38,6 +38,12 @@ type Generate struct {
 	NewTokens int64
 	DType     DType
 	Cache     KVCache
+	// CUDAGraphs captures the decode step as CUDA graphs after the
+	// prefill, one per batch size (1, 2, 4, ... up to Batch, largest
+	// first, as vLLM captures its batch sizes), each into a private pool
+	// of its own; decode then replays the graph of Batch, allocating only
+	// outside it. Graphs need a static cache: it implies StaticCache.
+	CUDAGraphs bool
 }
 
 // Validate checks the run's parameters.
@@ -51,8 +57,11 @@ func (w *Generate) Validate() error {
 	if w.DType.Size == 0 {
 		return errors.New("no dtype")
 	}
-	if w.Cache == "" {
+	if w.Cache == "" || w.CUDAGraphs {
 		w.Cache = DynamicCache
+		if w.CUDAGraphs {
+			w.Cache = StaticCache
+		}
 	}
 	_, err := ParseKVCache(string(w.Cache))
 	return err
@@ -68,6 +77,7 @@ func (w *Generate) CacheBytes() int64 {
 type generator struct {
 	w    *Generate
 	n    *net
+	b    int64    // sequences in the batch being run (a captured size)
 	k, v []Tensor // per layer
 	max  int64    // static cache length
 }
@@ -86,7 +96,7 @@ func (w *Generate) Run(e *Env) {
 	e.Line(64) // input_ids = tokenizer(prompts, return_tensors="pt").input_ids.to("cuda")
 	ids := e.Alloc(w.Batch * w.Prompt * 8)
 	e.Line(66) // out = generate(model, input_ids, max_new_tokens)
-	g := &generator{w: w, n: n, k: make([]Tensor, w.Model.Layers), v: make([]Tensor, w.Model.Layers)}
+	g := &generator{w: w, n: n, b: w.Batch, k: make([]Tensor, w.Model.Layers), v: make([]Tensor, w.Model.Layers)}
 	defer e.Call(srcGenerate, "generate", 40)()
 	if w.Cache == StaticCache {
 		e.Line(41) // cache = StaticCache(config, batch, max_cache_len)
@@ -107,6 +117,10 @@ func (w *Generate) Run(e *Env) {
 	end()
 	e.Line(45) // next = sample(logits)
 	next := g.sample(logits)
+	var graphs map[int64]Tensor
+	if w.CUDAGraphs {
+		graphs = g.capture()
+	}
 	e.Line(46)
 	end = e.Annotate("decode")
 	defer end()
@@ -119,6 +133,15 @@ func (w *Generate) Run(e *Env) {
 		longer := e.Alloc(w.Batch * (w.Prompt + i + 1) * 8)
 		e.Free(ids)
 		ids = longer
+		if graphs != nil {
+			// graph.replay(): no allocation; the logits are the graph's
+			// static output, which lives on in its pool.
+			e.Line(49)
+			e.Free(next)
+			e.Line(50)
+			next = g.sampleFrom(graphs[w.Batch], false)
+			continue
+		}
 		e.Line(49) // logits = model(next, cache)
 		logits := g.forward(1, w.Prompt+i+1)
 		e.Free(next)
@@ -133,7 +156,7 @@ func (w *Generate) Run(e *Env) {
 // intermediates die as soon as their last use does.
 func (g *generator) forward(q, length int64) Tensor {
 	e, n, m := g.n.e, g.n, g.n.m
-	b := g.w.Batch
+	b := g.b
 	t, h := b*q, m.Hidden
 	defer n.module(srcModel, 171)()
 	e.Line(172)
@@ -180,7 +203,7 @@ func (g *generator) forward(q, length int64) Tensor {
 // and the output returned.
 func (g *generator) block(layer, q, keys int64, x Tensor) Tensor {
 	e, n, m := g.n.e, g.n, g.n.m
-	b := g.w.Batch
+	b := g.b
 	t, h, kv, f := b*q, m.Hidden, m.KVDim(), m.MLP
 	scores := b * m.Heads * q * keys
 	defer n.module(srcModel, 117)()
@@ -274,16 +297,60 @@ func (g *generator) block(layer, q, keys int64, x Tensor) Tensor {
 
 // sample is `torch.multinomial(torch.softmax(logits / temperature, -1), 1)`:
 // the next token of each sequence; the logits die.
-func (g *generator) sample(logits Tensor) Tensor {
+func (g *generator) sample(logits Tensor) Tensor { return g.sampleFrom(logits, true) }
+
+// sampleFrom is sample; a graph's static logits (drop false) stay.
+func (g *generator) sampleFrom(logits Tensor, drop bool) Tensor {
 	e := g.n.e
-	b, v := g.w.Batch, g.n.m.Vocab
+	b, v := g.b, g.n.m.Vocab
 	defer e.Call(srcGenerate, "sample", 12)()
 	scaled := e.Alloc(b * v * 4)
-	e.Free(logits)
+	if drop {
+		e.Free(logits)
+	}
 	probs := e.Alloc(b * v * 4)
 	e.Free(scaled)
 	e.Line(13)
 	next := e.Alloc(b * 8)
 	e.Free(probs)
 	return next
+}
+
+// capture records the decode step as CUDA graphs, one per batch size from
+// Batch down by halves to 1, each into a private pool of its own
+// (torch.cuda.graph(g) with no pool argument), and returns each graph's
+// static output logits. The graphs stay alive (their pools keep their
+// memory) for the rest of the run.
+func (g *generator) capture() map[int64]Tensor {
+	e, w := g.n.e, g.w
+	defer e.Call(srcGenerate, "capture_graphs", 54)()
+	end := e.Annotate("cuda graph capture")
+	defer end()
+	out := map[int64]Tensor{}
+	for _, bs := range w.GraphBatchSizes() {
+		if e.Stopped() {
+			break
+		}
+		e.Progress("capturing the decode graph of batch %d", bs)
+		e.Line(56) // with torch.cuda.graph(graphs[bs]): logits[bs] = model(static_ids[:bs], cache)
+		g.b = bs
+		p := e.NewGraphPool()
+		e.Capture(p, func() { out[bs] = g.forward(1, g.max) })
+	}
+	g.b = w.Batch
+	return out
+}
+
+// GraphBatchSizes are the batch sizes CUDAGraphs captures, in capture
+// order: Batch, then the powers of two below it down to 1.
+func (w *Generate) GraphBatchSizes() []int64 {
+	out := []int64{w.Batch}
+	p := int64(1)
+	for p*2 < w.Batch {
+		p *= 2
+	}
+	for ; p >= 1 && p < w.Batch; p /= 2 {
+		out = append(out, p)
+	}
+	return out
 }

@@ -255,6 +255,13 @@ func describe(out io.Writer, r *run) {
 			r.name, modelLine(m), w.DType.Name, w.Batch, w.Prompt, w.NewTokens, w.Cache)
 		fmt.Fprintf(out, "  weights %s, KV cache %s at %d tokens\n",
 			report.Size(m.NumParams()*w.DType.Size), report.Size(w.CacheBytes()), w.Prompt+w.NewTokens)
+		if w.CUDAGraphs {
+			var sizes []string
+			for _, bs := range w.GraphBatchSizes() {
+				sizes = append(sizes, fmt.Sprint(bs))
+			}
+			fmt.Fprintf(out, "  decode captured as CUDA graphs for batch sizes %s, each in a private pool of its own\n", strings.Join(sizes, ", "))
+		}
 	}
 }
 

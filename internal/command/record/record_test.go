@@ -133,7 +133,11 @@ func TestBuiltinsPassCheckSnapshot(t *testing.T) {
 	if _, _, err := runCommand(t, "--torch-version 2.3 --alloc-conf expandable_segments:True -o "+f); err != nil {
 		t.Fatal(err)
 	}
-	checkSnapshot(t, append(files, f)...)
+	g := filepath.Join(dir, "graphs.pickle")
+	if _, _, err := runCommand(t, "-w inference --cuda-graphs --new-tokens 8 -o "+g); err != nil {
+		t.Fatal(err)
+	}
+	checkSnapshot(t, append(files, f, g)...)
 }
 
 // The same command gives the same bytes; another seed changes varlen.
@@ -390,7 +394,7 @@ func TestPoolsRoundTrip(t *testing.T) {
 						} `json:"pools"`
 					} `json:"private_pools"`
 				} `json:"devices"`
-			} `json:"files"`
+			} `json:"results"`
 		}
 		if err := json.Unmarshal([]byte(runStats(t, "--json", p)), &js); err != nil {
 			t.Fatal(err)
@@ -467,5 +471,43 @@ func mvCheck(t *testing.T, files ...string) {
 		if out, err := exec.Command(node, filepath.Join(dir, "mv_check.cjs"), f).CombinedOutput(); err != nil {
 			t.Errorf("mv_check.cjs %s: %v\n%s", f, err, out)
 		}
+	}
+}
+
+// inference --cuda-graphs captures decode once per batch size, each graph
+// in a pool of its own, and replays exactly: every placement reproduced,
+// the pools' figures the simulator's.
+func TestInferenceCUDAGraphs(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "g.pickle")
+	out, stderr, err := runCommand(t, "-w inference --cuda-graphs --batch 6 --new-tokens 8 -o "+p)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	if !strings.Contains(out, "decode captured as CUDA graphs for batch sizes 6, 4, 2, 1, each in a private pool of its own") {
+		t.Errorf("stdout:\n%s", out)
+	}
+	s, err := snapshot.Load(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pools := map[snapshot.PoolID]bool{}
+	for _, sg := range s.Segments {
+		pools[sg.PoolID] = true
+	}
+	for _, id := range []snapshot.PoolID{{1, 0}, {2, 0}, {3, 0}, {4, 0}} {
+		if !pools[id] {
+			t.Errorf("no segment of graph pool %v", id)
+		}
+	}
+	r, err := allocator.NewReplay(s, allocator.ReplayOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := r.Run()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := res.Fidelity; !f.Placements.Complete() || !f.SegmentEvents.Complete() || !res.Agreement.Exact() || len(res.Pools.Final) != 5 {
+		t.Errorf("fidelity %+v, agreement %+v, %d pools", *f, *res.Agreement, len(res.Pools.Final))
 	}
 }
