@@ -12,9 +12,11 @@ import (
 	"github.com/memstat/memstat/internal/atomicfile"
 	"github.com/memstat/memstat/internal/command"
 	"github.com/memstat/memstat/internal/iostreams"
+	"github.com/memstat/memstat/pkg/analysis"
 	"github.com/memstat/memstat/pkg/report"
 	rplot "github.com/memstat/memstat/pkg/report/plot"
 	"github.com/memstat/memstat/pkg/timeline"
+	"github.com/memstat/memstat/pkg/view"
 )
 
 // Options are `memstat plot`'s inputs.
@@ -25,9 +27,13 @@ type Options struct {
 	Device   int
 	Pools    bool
 	From, To string
+	Stacked  bool
+	By       string
+	Top      int
 
 	format   rplot.Format
 	from, to timeline.Bound
+	by       analysis.GroupBy
 }
 
 // NewCmdPlot returns the plot command. runF replaces runPlot in tests of
@@ -54,10 +60,18 @@ The X axis is seconds since the first trace entry when the file records
 time_us (PyTorch 2.2+), the trace entry index otherwise. --from and --to
 limit the picture to part of the trace: a trace entry index (1200) or a time
 since the first entry (1.5s, 250ms). The Y axis is in GiB (MiB for small
-runs). The picture format comes from the -o file name: .svg or .png.`,
+runs). The picture format comes from the -o file name: .svg or .png.
+
+--stacked fills allocated memory with stacked bands by group: the --top N
+largest groups (by their area over the picture) in colour, the rest in
+grey; --by groups by stack (the default, named by its site), frame, file,
+annotation (the record_function range open at the allocation) or pool, as
+"memstat peak --by" and "memstat view" do. At every column the bands add up
+to allocated memory at the column's highest moment.`,
 		Example: `  memstat plot snapshot.pickle -o memory.png
   memstat plot snapshot.pickle -o memory.svg --pools
-  memstat plot snapshot.pickle -o step.png --from 0.8s --to 1.2s`,
+  memstat plot snapshot.pickle -o step.png --from 0.8s --to 1.2s
+  memstat plot snapshot.pickle -o by-site.svg --stacked --by frame --top 8`,
 		Args: command.OneSnapshot("memstat plot FILE -o OUT.svg|OUT.png"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.File = args[0]
@@ -74,6 +88,15 @@ runs). The picture format comes from the -o file name: .svg or .png.`,
 			if opts.to, err = timeline.ParseBound(opts.To); err != nil {
 				return command.FlagErrorf("--to: %v", err)
 			}
+			if opts.by, err = view.ParseGroupBy(opts.By); err != nil {
+				return command.FlagErrorf("--by: %v", err)
+			}
+			if opts.Top < 1 {
+				return command.FlagErrorf("--top must be at least 1")
+			}
+			if !opts.Stacked && (cmd.Flags().Changed("by") || cmd.Flags().Changed("top")) {
+				return command.FlagErrorf("--by and --top go with --stacked")
+			}
 			if runF != nil {
 				return runF(opts)
 			}
@@ -86,6 +109,9 @@ runs). The picture format comes from the -o file name: .svg or .png.`,
 	fl.BoolVar(&opts.Pools, "pools", false, "also draw allocated and reserved memory per pool (small, large)")
 	fl.StringVar(&opts.From, "from", "", "start at this trace entry index (1200) or time since the first entry (1.5s)")
 	fl.StringVar(&opts.To, "to", "", "end at this trace entry index or time since the first entry")
+	fl.BoolVar(&opts.Stacked, "stacked", false, "fill allocated memory with bands by group (see --by, --top)")
+	fl.StringVar(&opts.By, "by", "stack", "with --stacked: group by {stack|frame|file|annotation|pool|allocation}")
+	fl.IntVar(&opts.Top, "top", 8, "with --stacked: draw the N largest groups, the rest summed in grey")
 	return cmd
 }
 
@@ -101,14 +127,33 @@ func runPlot(opts *Options) error {
 	if err != nil {
 		return err
 	}
-	tl, err := timeline.Build(snap, timeline.Options{Device: device, Pools: opts.Pools, From: opts.from, To: opts.to})
-	if err != nil {
+	tlo := timeline.Options{Device: device, Pools: opts.Pools, From: opts.from, To: opts.to}
+	var tl *timeline.Timeline
+	var bands *rplot.Bands
+	if opts.Stacked {
+		// One replay feeds the timeline and the bands.
+		b, err := timeline.NewBuilder(snap, tlo)
+		if err != nil {
+			return fmt.Errorf("%s: %w", opts.File, err)
+		}
+		m, err := view.BuildObserved(snap, device, analysis.NewFrames(snap.Stacks, false), b.Observe)
+		if err != nil {
+			return fmt.Errorf("%s: %w", opts.File, err)
+		}
+		tl = b.Finish()
+		if bands, err = stackedBands(m, tl, opts.by, opts.Top); err != nil {
+			return fmt.Errorf("%s: %w", opts.File, err)
+		}
+	} else if tl, err = timeline.Build(snap, tlo); err != nil {
 		return fmt.Errorf("%s: %w", opts.File, err)
 	}
 	command.PrintWarnings(opts.IO.ErrOut, opts.File, tl.Notes)
 	title := fmt.Sprintf("%s, device %d", filepath.Base(opts.File), device)
+	if opts.Stacked {
+		title += ", allocated by " + string(opts.by)
+	}
 	if err := atomicfile.Write(opts.Output, func(w io.Writer) error {
-		return rplot.Write(w, tl, opts.format, rplot.Options{Title: title})
+		return rplot.Write(w, tl, opts.format, rplot.Options{Title: title, Bands: bands})
 	}); err != nil {
 		return err
 	}
@@ -141,4 +186,49 @@ func Summary(tl *timeline.Timeline) string {
 		s += fmt.Sprintf(", %d annotated phases", n)
 	}
 	return s
+}
+
+// StackedColumns is the resolution of --stacked's bands.
+const StackedColumns = 800
+
+// stackedBands groups allocated memory over the timeline's window into the
+// top groups and the rest, on the timeline's X axis.
+func stackedBands(m *view.Model, tl *timeline.Timeline, by analysis.GroupBy, top int) (*rplot.Bands, error) {
+	w, err := m.Window(view.Request{From: tl.From, To: tl.To, Width: StackedColumns, By: by, Top: top})
+	if err != nil {
+		return nil, err
+	}
+	trace := m.Replayed.Trace()
+	// The timeline's X of an entry: its index, or the seconds since the
+	// first entry (the clock never running backwards).
+	xs := func(i int) float64 { return float64(i) }
+	if tl.TimeBased {
+		run := make([]int64, tl.To+2)
+		var hi int64
+		for i := 0; i <= tl.To && i < len(trace); i++ {
+			hi = max(hi, trace[i].TimeUS)
+			run[i] = hi
+		}
+		xs = func(i int) float64 { return float64(run[min(i, tl.To)]-tl.StartUS) / 1e6 }
+	}
+	n := len(w.First)
+	b := &rplot.Bands{X: make([]float64, n+1)}
+	for c := range n {
+		b.X[c] = xs(w.First[c])
+	}
+	b.X[n] = xs(w.To)
+	for i := range w.Bands {
+		bd := &w.Bands[i]
+		l := rplot.Layer{Label: bd.Label, Bytes: make([]int64, n)}
+		for c := range n {
+			l.Bytes[c] = bd.At(c)
+		}
+		b.Layers = append(b.Layers, l)
+	}
+	rest := rplot.Layer{Label: fmt.Sprintf("%d more, summed", w.OtherCount), Bytes: w.Other, Rest: true}
+	if w.OtherCount == 0 {
+		rest.Label = "the rest"
+	}
+	b.Layers = append(b.Layers, rest)
+	return b, nil
 }

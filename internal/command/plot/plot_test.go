@@ -43,6 +43,11 @@ func TestFlags(t *testing.T) {
 		{[]string{"a.pickle", "-o", "m.pdf"}, "use .svg or .png", nil},
 		{[]string{"a.pickle", "-o", "m.png", "--from", "soon"}, "--from", nil},
 		{[]string{"-o", "m.png"}, "want one snapshot", nil},
+		{[]string{"a.pickle", "-o", "m.png", "--stacked"}, "", func(o *Options) bool { return o.Stacked && o.by == "stack" && o.Top == 8 }},
+		{[]string{"a.pickle", "-o", "m.png", "--stacked", "--by", "pool", "--top", "3"}, "", func(o *Options) bool { return o.by == "pool" && o.Top == 3 }},
+		{[]string{"a.pickle", "-o", "m.png", "--stacked", "--by", "colour"}, "--by", nil},
+		{[]string{"a.pickle", "-o", "m.png", "--stacked", "--top", "0"}, "--top", nil},
+		{[]string{"a.pickle", "-o", "m.png", "--by", "frame"}, "go with --stacked", nil},
 	} {
 		var got *Options
 		ios, _, _, _ := iostreams.Test()
@@ -154,5 +159,31 @@ func TestWindowAndErrors(t *testing.T) {
 	}
 	if _, _, err := execPlot(t, filepath.Join(dir, "missing.pickle"), "-o", out); err == nil || command.ExitCode(err) != command.ExitError {
 		t.Errorf("missing file: %v", err)
+	}
+}
+
+// TestStacked: --stacked draws one band per group, named in the legend
+// (the spike's site among the top groups by frame), and the rest in grey.
+func TestStacked(t *testing.T) {
+	in := filepath.Join(t.TempDir(), "fixture.pickle")
+	if err := snapshot.WriteFile(in, testsnap.Build(t).Snapshot); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "m.svg")
+	if _, stderr, err := execPlot(t, in, "-o", out, "--stacked", "--by", "frame", "--top", "3"); err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	data, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	svg := string(data)
+	for _, want := range []string{"allocated by frame", "model.py:50 attention", "model.py:30 forward", "model.py:12 __init__", "more, summed"} {
+		if !strings.Contains(svg, want) {
+			t.Errorf("the stacked SVG lacks %q", want)
+		}
+	}
+	if strings.Contains(svg, "model.py:13 __init__") {
+		t.Error("a group past --top 3 has a legend entry of its own")
 	}
 }

@@ -50,6 +50,89 @@ type Options struct {
 	// Width and Height; 0 gives 11 x 4.5 inches (1056 x 432 pixels in
 	// PNG).
 	Width, Height vg.Length
+	// Bands, if set, are stacked areas drawn under the lines (plot
+	// --stacked: allocated memory by group).
+	Bands *Bands
+}
+
+// Bands are stacked areas on the timeline's X axis: column c spans X[c]
+// to X[c+1], and each layer holds its bytes per column, bottom layer
+// first.
+type Bands struct {
+	X      []float64
+	Layers []Layer
+}
+
+// Layer is one stacked area and its legend label.
+type Layer struct {
+	Label string
+	Bytes []int64
+	// Rest marks the layer that sums the groups not drawn apart (grey).
+	Rest bool
+}
+
+// bandColours are distinct neighbours (Tableau's 10 and 2 more).
+var bandColours = []color.Color{
+	color.RGBA{0x4e, 0x79, 0xa7, 0xff}, color.RGBA{0xf2, 0x8e, 0x2b, 0xff}, color.RGBA{0x59, 0xa1, 0x4f, 0xff},
+	color.RGBA{0xe1, 0x57, 0x59, 0xff}, color.RGBA{0x76, 0xb7, 0xb2, 0xff}, color.RGBA{0xed, 0xc9, 0x48, 0xff},
+	color.RGBA{0xb0, 0x7a, 0xa1, 0xff}, color.RGBA{0xff, 0x9d, 0xa7, 0xff}, color.RGBA{0x9c, 0x75, 0x5f, 0xff},
+	color.RGBA{0xba, 0xb0, 0xac, 0xff}, color.RGBA{0x86, 0xbc, 0xb6, 0xff}, color.RGBA{0xd3, 0x72, 0x95, 0xff},
+}
+
+// addBands stacks the layers as polygons, one per run of columns where
+// the layer holds memory.
+func addBands(p *gplot.Plot, b *Bands, scale float64) error {
+	if b == nil || len(b.X) < 2 {
+		return nil
+	}
+	n := len(b.X) - 1
+	base := make([]float64, n)
+	for li, l := range b.Layers {
+		col := bandColours[li%len(bandColours)]
+		if l.Rest {
+			col = color.Gray{Y: 0xbb}
+		}
+		var first gplot.Thumbnailer
+		for c := 0; c < n; {
+			if l.Bytes[c] <= 0 {
+				c++
+				continue
+			}
+			var top, bottom plotter.XYs
+			for ; c < n && l.Bytes[c] > 0; c++ {
+				y0, y1 := base[c], base[c]+float64(l.Bytes[c])/scale
+				top = append(top, plotter.XY{X: b.X[c], Y: y1}, plotter.XY{X: b.X[c+1], Y: y1})
+				bottom = append(bottom, plotter.XY{X: b.X[c], Y: y0}, plotter.XY{X: b.X[c+1], Y: y0})
+				base[c] = y1
+			}
+			for i := len(bottom) - 1; i >= 0; i-- {
+				top = append(top, bottom[i])
+			}
+			poly, err := plotter.NewPolygon(top)
+			if err != nil {
+				return err
+			}
+			poly.Color = col
+			poly.LineStyle.Width = 0
+			poly.LineStyle.Color = color.Transparent
+			p.Add(poly)
+			if first == nil {
+				first = poly
+			}
+		}
+		if first != nil {
+			p.Legend.Add(shortLabel(l.Label), first)
+		}
+	}
+	return nil
+}
+
+// shortLabel keeps a legend entry on one line.
+func shortLabel(s string) string {
+	if len(s) > 60 {
+		return s[:59] + "…"
+	}
+	return s
 }
 
 var (
@@ -163,6 +246,9 @@ func Build(t *timeline.Timeline, o Options) (*gplot.Plot, error) {
 		}
 	}
 
+	if err := addBands(p, o.Bands, scale); err != nil {
+		return nil, err
+	}
 	for _, s := range t.Series {
 		xys := make(plotter.XYs, len(s.Points))
 		for i, pt := range s.Points {
