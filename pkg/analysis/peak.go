@@ -28,6 +28,10 @@ type Peak struct {
 	// DuringTrace the rest.
 	BeforeTrace Share `json:"before_trace"`
 	DuringTrace Share `json:"during_trace"`
+	// PrivatePools is the live memory at the peak that sat in private
+	// pools (CUDA graphs, MemPool): blocks of segments whose
+	// segment_pool_id is not (0, 0).
+	PrivatePools Share `json:"private_pools"`
 	// Phases are the peaks inside each annotated range name, in order of
 	// first start; empty without annotations.
 	Phases []PhasePeak `json:"phases"`
@@ -76,6 +80,7 @@ func FindPeak(rp *Replayed) (*Peak, error) {
 		st = sts[0]
 	}
 	p.Live = rp.LiveBlocks(st)
+	p.PrivatePools = privateShare(st)
 	for _, b := range p.Live {
 		p.LiveBytes += b.Size
 		if b.AllocIndex < 0 {
@@ -156,4 +161,22 @@ func isSegmentEvent(a snapshot.Action) bool {
 		return true
 	}
 	return false
+}
+
+// privateShare sums the allocated blocks of a state's private-pool
+// segments.
+func privateShare(st *State) Share {
+	var sh Share
+	for _, seg := range st.Segments {
+		if seg.PoolID.IsDefault() {
+			continue
+		}
+		for _, b := range seg.Blocks {
+			if b.State == snapshot.ActiveAllocated {
+				sh.Bytes += b.Size
+				sh.Blocks++
+			}
+		}
+	}
+	return sh
 }

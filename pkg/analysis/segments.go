@@ -66,6 +66,8 @@ type SegmentFilter struct {
 	Pool    string // "small", "large" or ""
 	MinSize int64
 	Stream  *int64
+	// PoolID selects one private pool ((0, 0): the default pools).
+	PoolID *snapshot.PoolID
 }
 
 // SegmentMap is the segments of one device at one moment.
@@ -85,7 +87,8 @@ type SegmentMap struct {
 func MapSegments(st *State, fr *Frames, f SegmentFilter, order SegmentSort) []SegmentInfo {
 	var out []SegmentInfo
 	for _, seg := range st.Segments {
-		if f.Pool != "" && seg.Pool.String() != f.Pool || seg.TotalSize < f.MinSize || f.Stream != nil && seg.Stream != *f.Stream {
+		if f.Pool != "" && seg.Pool.String() != f.Pool || seg.TotalSize < f.MinSize || f.Stream != nil && seg.Stream != *f.Stream ||
+			f.PoolID != nil && seg.PoolID != *f.PoolID {
 			continue
 		}
 		si := SegmentInfo{

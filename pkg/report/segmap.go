@@ -2,6 +2,7 @@ package report
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/memstat/memstat/pkg/analysis"
@@ -93,10 +94,23 @@ func SegmentTable(segs, cut []analysis.SegmentInfo, total analysis.SegmentInfo, 
 		}
 		return Cell{Raw: false, Text: "-"}
 	}
+	// A column of segment_pool_id when some segment is in a private pool
+	// (CUDA graph, MemPool); without one it would only repeat (0, 0).
+	private := false
+	for _, s := range append(slices.Clone(segs), cut...) {
+		private = private || s.PoolID != [2]int64{}
+	}
+	if private {
+		t.Columns = slices.Insert(t.Columns, 3, Column{Name: "Pool id", Key: "pool_id"})
+	}
 	for _, s := range segs {
-		t.Add(Hex(s.Address), Bytes(s.Size), Str(s.Pool), Stream(s.Stream), yes(s.Expandable), Int(int64(len(s.Blocks))),
+		row := []Cell{Hex(s.Address), Bytes(s.Size), Str(s.Pool), Stream(s.Stream), yes(s.Expandable), Int(int64(len(s.Blocks))),
 			Bytes(s.Allocated), Bytes(s.Pending), Bytes(s.Free), Bytes(s.LargestFree), Bytes(s.Rounding),
-			Pct(s.Fragmentation()), Str(SegmentBar(s.Blocks, barWidth)))
+			Pct(s.Fragmentation()), Str(SegmentBar(s.Blocks, barWidth))}
+		if private {
+			row = slices.Insert(row, 3, Str(PoolID(s.PoolID)))
+		}
+		t.Add(row...)
 	}
 	blocks := 0
 	for _, s := range segs {
@@ -109,10 +123,18 @@ func SegmentTable(segs, cut []analysis.SegmentInfo, total analysis.SegmentInfo, 
 			n += len(s.Blocks)
 		}
 		blocks += n
-		t.Add(Str(fmt.Sprintf("(%d more)", len(cut))), Bytes(r.Size), Blank(), Blank(), Blank(), Int(int64(n)), Bytes(r.Allocated),
-			Bytes(r.Pending), Bytes(r.Free), Bytes(r.LargestFree), Bytes(r.Rounding), Pct(r.Fragmentation()), Blank())
+		row := []Cell{Str(fmt.Sprintf("(%d more)", len(cut))), Bytes(r.Size), Blank(), Blank(), Blank(), Int(int64(n)), Bytes(r.Allocated),
+			Bytes(r.Pending), Bytes(r.Free), Bytes(r.LargestFree), Bytes(r.Rounding), Pct(r.Fragmentation()), Blank()}
+		if private {
+			row = slices.Insert(row, 3, Blank())
+		}
+		t.Add(row...)
 	}
-	t.Add(Str("total"), Bytes(total.Size), Blank(), Blank(), Blank(), Int(int64(blocks)), Bytes(total.Allocated),
-		Bytes(total.Pending), Bytes(total.Free), Bytes(total.LargestFree), Bytes(total.Rounding), Pct(total.Fragmentation()), Blank())
+	row := []Cell{Str("total"), Bytes(total.Size), Blank(), Blank(), Blank(), Int(int64(blocks)), Bytes(total.Allocated),
+		Bytes(total.Pending), Bytes(total.Free), Bytes(total.LargestFree), Bytes(total.Rounding), Pct(total.Fragmentation()), Blank()}
+	if private {
+		row = slices.Insert(row, 3, Blank())
+	}
+	t.Add(row...)
 	return t
 }

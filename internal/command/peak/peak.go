@@ -140,6 +140,10 @@ func writeText(opts *Options, devices []devicePeak) error {
 			doc.Line("peak reserved %s %s", report.Size(p.Reserved.Reserved), report.MomentText(p.Reserved, p.Entries))
 		}
 		doc.Line("%s", historyText(rp, p))
+		if p.PrivatePools.Bytes > 0 {
+			doc.Line("of the live memory, %s (%s) sat in private pools (CUDA graphs, MemPool); see memstat segments for the pools",
+				report.Size(p.PrivatePools.Bytes), report.Plural(p.PrivatePools.Blocks, "block", "blocks"))
+		}
 		doc.Table(report.GroupTable(d.groups, d.rest, opts.by, p.LiveBytes, opts.Stacks, "peak"))
 		if opts.Stacks {
 			for i, g := range d.groups {
@@ -183,6 +187,7 @@ type jsonDevice struct {
 	LiveBlocks   int                  `json:"live_blocks"`
 	BeforeTrace  analysis.Share       `json:"before_trace"`
 	DuringTrace  analysis.Share       `json:"during_trace"`
+	PrivatePools analysis.Share       `json:"private_pools"`
 	By           string               `json:"by"`
 	Groups       []report.GroupJSON   `json:"groups"`
 	Rest         *report.GroupJSON    `json:"rest"`
@@ -206,7 +211,7 @@ func jsonPeak(opts *Options, devices []devicePeak) any {
 		jd := jsonDevice{
 			Device: p.Device, TorchVersion: d.rp.Result.Version, Coverage: p.Coverage, Entries: p.Entries,
 			PeakAlloc: p.Allocated, PeakReserved: p.Reserved, LiveBytes: p.LiveBytes, LiveBlocks: len(p.Live),
-			BeforeTrace: p.BeforeTrace, DuringTrace: p.DuringTrace, By: string(opts.by),
+			BeforeTrace: p.BeforeTrace, DuringTrace: p.DuringTrace, PrivatePools: p.PrivatePools, By: string(opts.by),
 			Groups: []report.GroupJSON{}, Phases: p.Phases,
 		}
 		if p.Coverage == allocator.CoverageNone {

@@ -13,6 +13,7 @@ import (
 	"github.com/memstat/memstat/internal/iostreams"
 	"github.com/memstat/memstat/pkg/analysis"
 	"github.com/memstat/memstat/pkg/report"
+	"github.com/memstat/memstat/pkg/snapshot"
 )
 
 // Options are `memstat segments`'s inputs.
@@ -25,6 +26,7 @@ type Options struct {
 	Pool    string
 	MinSize string
 	Stream  string
+	PoolID  string
 	At      string
 	Device  int
 	Width   int
@@ -75,6 +77,7 @@ the first N segments of the order chosen and sums the rest in one row.`,
 	fl.StringVar(&opts.Sort, "sort", "size", "order: {size|address|free|fragmentation}")
 	fl.StringVar(&opts.Pool, "pool", "", "only segments of this pool: {small|large}")
 	fl.StringVar(&opts.MinSize, "min-size", "", "only segments of at least this size, e.g. 20MiB")
+	fl.StringVar(&opts.PoolID, "pool-id", "", "only segments of this private pool, as segment_pool_id: A,B (0,0: the default pools)")
 	fl.StringVar(&opts.Stream, "stream", "", "only segments of this stream (0, or the stream's value in decimal or 0x hex)")
 	fl.StringVar(&opts.At, "at", "", "the state after trace entry N, or at the peak of reserved memory (peak); default: the final state")
 	fl.IntVar(&opts.Width, "width", 32, "cells of each segment's map")
@@ -112,6 +115,15 @@ func (o *Options) resolve() error {
 			return command.FlagErrorf("--stream: %v", err)
 		}
 		o.filter.Stream = &n
+	}
+	if o.PoolID != "" {
+		a, b, ok := strings.Cut(o.PoolID, ",")
+		x, err1 := strconv.ParseInt(strings.TrimSpace(strings.Trim(a, "(")), 10, 64)
+		y, err2 := strconv.ParseInt(strings.TrimSpace(strings.Trim(b, ")")), 10, 64)
+		if !ok || err1 != nil || err2 != nil {
+			return command.FlagErrorf("--pool-id: invalid pool id %q: want two integers A,B as in segment_pool_id, e.g. 0,1", o.PoolID)
+		}
+		o.filter.PoolID = &snapshot.PoolID{x, y}
 	}
 	switch o.At {
 	case "":
