@@ -159,12 +159,10 @@ func (a *Allocator) garbageCollect(ctx snapshot.StackID) error {
 	skipExpandable := a.v.skipsExpandableInRelease()
 	reclaimed := int64(0)
 	for freed := true; reclaimed < target && freed && count > 0; {
-		var avg float64
-		if a.v.gcIntegerAverage() {
-			avg = float64(totalAge / uint64(count))
-		} else {
-			avg = float64(totalAge) / float64(count)
-		}
+		// Every release averages in floating point (2.0-2.3: a double
+		// total_age; 2.4+: static_cast<double>(total_age) / count), so a
+		// block of the average age or older goes. docs/versions.md, "GC".
+		avg := float64(totalAge) / float64(count)
 		freed = false
 		// The pass does not stop when the target is reached: freeing
 		// generously keeps GC from running again right away.

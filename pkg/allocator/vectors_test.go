@@ -381,8 +381,9 @@ func TestTV8LastResortRetryThenOOM(t *testing.T) {
 }
 
 func TestTV9GarbageCollectionTwoPasses(t *testing.T) {
-	// 2.3 averages ages with an integer division: pass 1 then frees S1 and
-	// S2 together; the trace and the statistics are the same.
+	// Pass 1 frees S1 and S2 together in every release (their ages are at
+	// or above the floating-point average); the trace and the statistics
+	// are the same.
 	for _, v := range []Version{V2_3, V2_9, Latest} {
 		s := newSim(t, "garbage_collection_threshold:0.5", v, Options{Capacity: 1048576000})
 		if err := s.SetMemoryFraction(0.5); err != nil {

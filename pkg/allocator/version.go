@@ -96,10 +96,6 @@ func (v Version) skipsExpandableInRelease() bool { return v >= V2_5 }
 // 2.6); before it the oversize tolerance is the constant 20 MiB.
 func (v Version) hasMaxNonSplitRounding() bool { return v >= V2_6 }
 
-// gcIntegerAverage: 2.0-2.3 computed the garbage collector's average age
-// with an integer division.
-func (v Version) gcIntegerAverage() bool { return v < V2_4 }
-
 // tokenizerParser: 2.9 moved config parsing to AcceleratorAllocatorConfig
 // with a tokenizer, new error messages, max_split_size_mb >= 20 and a
 // different ">" list fill.
