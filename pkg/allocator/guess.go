@@ -6,33 +6,113 @@ import (
 	"github.com/memstat/memstat/pkg/snapshot"
 )
 
-// GuessVersion returns the oldest PyTorch release whose snapshot schema
-// matches the keys a file has (allocator model §13, snapshot format §1-§4):
-// user_metadata on trace entries means 2.10, the
-// graph_capture_record_stream_reuse setting 2.9, compile_context 2.8,
-// external_annotations 2.5, allocator_settings 2.3, time_us 2.2, block
-// addresses 2.1, anything older 2.0. The simulator's decisions under the
-// default configuration are the same for all of them; what changes is the
-// set of memory_stats keys (the num_device_* counters exist from 2.3).
-func GuessVersion(s *snapshot.Snapshot) Version {
-	f := s.Features
-	switch {
-	case f.UserMetadata:
-		return V2_10
-	case hasSetting(s, "graph_capture_record_stream_reuse"):
-		return V2_9
-	case f.CompileContext:
-		return V2_8
-	case f.Annotations:
-		return V2_5
-	case f.AllocatorSetting:
-		return V2_3
-	case f.TimeUS:
-		return V2_2
-	case f.BlockAddresses:
-		return V2_1
+// VersionRange is the releases a snapshot's schema allows, Min to Max
+// inclusive (Min == Max: the keys pin one release).
+type VersionRange struct {
+	Min, Max Version
+}
+
+// String is "2.3" for one release and "2.3-2.4" for a range.
+func (r VersionRange) String() string {
+	if r.Min == r.Max {
+		return r.Min.String()
 	}
-	return V2_0
+	return r.Min.String() + "-" + r.Max.String()
+}
+
+// GuessVersion returns the oldest release GuessVersionRange allows: the
+// rules a replay applies when the user names none.
+func GuessVersion(s *snapshot.Snapshot) Version {
+	return GuessVersionRange(s).Min
+}
+
+// GuessVersionRange returns the narrowest range of PyTorch releases whose
+// _dump_snapshot writes the keys this file has and lacks (docs/versions.md,
+// "Snapshot keys"). A key's presence sets the oldest release; its absence
+// where PyTorch would have written it sets the newest:
+//
+//   - blocks with "address" (and the 2.1 segment keys): 2.1+; blocks
+//     without it, or with 2.0's "history": 2.0;
+//   - trace entries with time_us: 2.2+; entries without it: up to 2.1;
+//   - allocator_settings: 2.3+; none: up to 2.2;
+//   - external_annotations: 2.5+; none: up to 2.4;
+//   - compile_context on entries: 2.8+; entries without it: up to 2.7;
+//   - the graph_capture_record_stream_reuse setting: 2.9+; settings
+//     without it: up to 2.8;
+//   - user_metadata on entries: 2.10; entries without it: up to 2.9.
+//
+// A file with no trace entries, or no blocks, says nothing about the
+// entry or block keys, so its range is wider. Keys that contradict each
+// other (a fork, a hand-edited file) give the release of the newest key
+// present. The simulator's default decisions are the same across each
+// range; what differs is listed in docs/versions.md.
+func GuessVersionRange(s *snapshot.Snapshot) VersionRange {
+	f := s.Features
+	r := VersionRange{Min: V2_0, Max: Latest}
+	atLeast := func(v Version) {
+		if v > r.Min {
+			r.Min = v
+		}
+	}
+	atMost := func(v Version) {
+		if v < r.Max {
+			r.Max = v
+		}
+	}
+	entries := false
+	for _, tr := range s.Traces {
+		if len(tr) > 0 {
+			entries = true
+			break
+		}
+	}
+	blocks := false
+	for i := range s.Segments {
+		if len(s.Segments[i].Blocks) > 0 {
+			blocks = true
+			break
+		}
+	}
+	switch {
+	case f.BlockAddresses:
+		atLeast(V2_1)
+	case f.BlockHistory || blocks:
+		atMost(V2_0)
+	}
+	if f.TimeUS {
+		atLeast(V2_2)
+	} else if entries {
+		atMost(V2_1)
+	}
+	if f.AllocatorSetting {
+		atLeast(V2_3)
+		if hasSetting(s, "graph_capture_record_stream_reuse") {
+			atLeast(V2_9)
+		} else {
+			atMost(V2_8)
+		}
+	} else {
+		atMost(V2_2)
+	}
+	if f.Annotations {
+		atLeast(V2_5)
+	} else {
+		atMost(V2_4)
+	}
+	if f.CompileContext {
+		atLeast(V2_8)
+	} else if entries {
+		atMost(V2_7)
+	}
+	if f.UserMetadata {
+		atLeast(V2_10)
+	} else if entries {
+		atMost(V2_9)
+	}
+	if r.Max < r.Min {
+		r.Max = r.Min
+	}
+	return r
 }
 
 func hasSetting(s *snapshot.Snapshot, key string) bool {

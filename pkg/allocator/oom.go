@@ -36,8 +36,31 @@ type OOMError struct {
 	OverOneEiB bool
 }
 
-// Error returns PyTorch's message: the 2.0 form, the 2.1-2.3 form (with its
-// "capacty" typo), the 2.4-2.9 form, or the 2.10 form with the newer URL.
+// ExceptionName is the Python name a traceback prints for the error:
+// torch.cuda.OutOfMemoryError up to 2.3, torch.OutOfMemoryError from 2.4,
+// when the device-generic exception class became the one raised (and
+// torch.cuda.OutOfMemoryError an alias of it). docs/versions.md, "OOM".
+func (e *OOMError) ExceptionName() string {
+	if e.Version < V2_4 {
+		return "torch.cuda.OutOfMemoryError"
+	}
+	return "torch.OutOfMemoryError"
+}
+
+// Error returns the message DeviceCachingAllocator::malloc raises in the
+// simulated release (docs/versions.md, "OOM message"):
+//
+//   - 2.0: "(GPU n; X total capacity; ... free; [A allowed; ]R reserved
+//     in total by PyTorch)" and the max_split_size_mb hint;
+//   - 2.1 (PR #99699): "GPU n has a total capacty of", the NVML process
+//     lines, no "allowed" clause (computed, never printed), the
+//     max_split_size_mb hint;
+//   - 2.2-2.3: "capacity", the expandable_segments:True hint with the
+//     #environment-variables link, still no "allowed" clause;
+//   - 2.4-2.9: "A allowed; " after the process lines when a memory
+//     fraction is set, and the private-pool clause (read in v2.6.0);
+//   - 2.10: the hint names PYTORCH_ALLOC_CONF (the newer docs link
+//     landed on main after the 2.10 branch).
 func (e *OOMError) Error() string {
 	if e.OverOneEiB {
 		return "CUDA out of memory. Tried to allocate more than 1EB memory."
@@ -58,19 +81,26 @@ func (e *OOMError) Error() string {
 		return b.String()
 	}
 	capacity := "capacity"
-	if e.Version < V2_4 {
+	if e.Version < V2_2 {
 		capacity = "capacty"
+	}
+	if e.Version < V2_4 {
+		allowed = ""
+	}
+	pools := e.PrivatePools
+	if e.Version < V2_4 {
+		pools = 0
 	}
 	b.WriteString("CUDA out of memory. Tried to allocate " + formatSize(e.AllocSize) + ". GPU " + dev +
 		" has a total " + capacity + " of " + formatSize(e.DeviceTotal) + " of which " +
 		formatSize(e.DeviceFree) + " is free. " + e.ProcessInfo + allowed +
-		"Of the allocated memory " + formatSize(e.Allocated+e.PrivatePools) + " is allocated by PyTorch, ")
-	if e.Version >= V2_4 && e.PrivatePools > 0 {
-		b.WriteString("with " + formatSize(e.PrivatePools) + " allocated in private pools (e.g., CUDA Graphs), ")
+		"Of the allocated memory " + formatSize(e.Allocated+pools) + " is allocated by PyTorch, ")
+	if pools > 0 {
+		b.WriteString("with " + formatSize(pools) + " allocated in private pools (e.g., CUDA Graphs), ")
 	}
-	b.WriteString("and " + formatSize(e.Reserved-e.Allocated-e.PrivatePools) + " is reserved by PyTorch but unallocated.")
+	b.WriteString("and " + formatSize(e.Reserved-e.Allocated-pools) + " is reserved by PyTorch but unallocated.")
 	switch {
-	case e.Version < V2_4:
+	case e.Version < V2_2:
 		b.WriteString(" If reserved but unallocated memory is large try setting max_split_size_mb to avoid" +
 			" fragmentation.  See documentation for Memory Management and PYTORCH_CUDA_ALLOC_CONF")
 	case e.Version < V2_10:
@@ -79,8 +109,8 @@ func (e *OOMError) Error() string {
 			" Memory Management  (https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)")
 	default:
 		b.WriteString(" If reserved but unallocated memory is large try setting" +
-			" PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See documentation for" +
-			" Memory Management  (https://docs.pytorch.org/docs/stable/notes/cuda.html#optimizing-memory-usage-with-pytorch-cuda-alloc-conf)")
+			" PYTORCH_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See documentation for" +
+			" Memory Management  (https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)")
 	}
 	return b.String()
 }

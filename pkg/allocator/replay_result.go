@@ -5,7 +5,9 @@ type ReplayResult struct {
 	Device int `json:"device"`
 	// Mode is "follow" or "what-if".
 	Mode string `json:"mode"`
-	// Version is the PyTorch release whose rules were applied.
+	// Version is the PyTorch release whose rules were applied ("2.3"), or,
+	// when the release was guessed from a file whose keys allow several,
+	// the range ("2.3-2.4"; the oldest one's rules were applied).
 	Version string `json:"torch_version"`
 	// Settings is the PYTORCH_CUDA_ALLOC_CONF the simulator ran with, in
 	// canonical form ("" = defaults).

@@ -151,11 +151,18 @@ func NewReplay(s *snapshot.Snapshot, o ReplayOptions) (*Replay, error) {
 		return 0
 	})
 	v := o.Version
+	label := v.String()
 	if v == 0 {
-		v = GuessVersion(s)
+		// The file's keys may allow several releases: the replay applies
+		// the oldest one's rules and says which releases the file could be.
+		guess := GuessVersionRange(s)
+		v, label = guess.Min, guess.String()
 	}
 	if o.Config != nil {
 		r.cfg = *o.Config
+		if r.cfg.Version != v {
+			label = r.cfg.Version.String()
+		}
 		v = r.cfg.Version
 	} else {
 		var notes []string
@@ -170,7 +177,7 @@ func NewReplay(s *snapshot.Snapshot, o ReplayOptions) (*Replay, error) {
 	}
 	r.res.Device = o.Device
 	r.res.Mode = o.Mode.String()
-	r.res.Version = v.String()
+	r.res.Version = label
 	r.res.Settings = r.cfg.String()
 
 	// Follow mode rebuilds the start and derives the capacity; what-if

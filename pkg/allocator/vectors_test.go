@@ -349,7 +349,7 @@ func TestTV8LastResortRetryThenOOM(t *testing.T) {
 		t.Errorf("after c: %+v", st)
 	}
 	oom := s.oom(10485760, s0)
-	want := "CUDA out of memory. Tried to allocate 10.00 MiB. GPU 0 has a total capacity of 100.00 MiB of which 0 bytes is free. Of the allocated memory 100.00 MiB is allocated by PyTorch, and 0 bytes is reserved by PyTorch but unallocated. If reserved but unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See documentation for Memory Management  (https://docs.pytorch.org/docs/stable/notes/cuda.html#optimizing-memory-usage-with-pytorch-cuda-alloc-conf)"
+	want := "CUDA out of memory. Tried to allocate 10.00 MiB. GPU 0 has a total capacity of 100.00 MiB of which 0 bytes is free. Of the allocated memory 100.00 MiB is allocated by PyTorch, and 0 bytes is reserved by PyTorch but unallocated. If reserved but unallocated memory is large try setting PYTORCH_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See documentation for Memory Management  (https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)"
 	if oom.Error() != want {
 		t.Errorf("2.10 OOM message:\n got %s\nwant %s", oom.Error(), want)
 	}
@@ -774,11 +774,11 @@ func TestTV15MemoryFractionRefusal(t *testing.T) {
 		}
 		s.alloc(115343360, s0)
 		oom := s.oom(20971520, s0)
-		url := "(https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)"
+		env := "PYTORCH_CUDA_ALLOC_CONF"
 		if v >= V2_10 {
-			url = "(https://docs.pytorch.org/docs/stable/notes/cuda.html#optimizing-memory-usage-with-pytorch-cuda-alloc-conf)"
+			env = "PYTORCH_ALLOC_CONF"
 		}
-		want := "CUDA out of memory. Tried to allocate 20.00 MiB. GPU 0 has a total capacity of 1000.00 MiB of which 890.00 MiB is free. 125.00 MiB allowed; Of the allocated memory 110.00 MiB is allocated by PyTorch, and 0 bytes is reserved by PyTorch but unallocated. If reserved but unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See documentation for Memory Management  " + url
+		want := "CUDA out of memory. Tried to allocate 20.00 MiB. GPU 0 has a total capacity of 1000.00 MiB of which 890.00 MiB is free. 125.00 MiB allowed; Of the allocated memory 110.00 MiB is allocated by PyTorch, and 0 bytes is reserved by PyTorch but unallocated. If reserved but unallocated memory is large try setting " + env + "=expandable_segments:True to avoid fragmentation.  See documentation for Memory Management  (https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)"
 		if oom.Error() != want {
 			t.Errorf("%s:\n got %s\nwant %s", v, oom.Error(), want)
 		}

@@ -2,6 +2,9 @@ package allocator
 
 import (
 	"testing"
+
+	"github.com/memstat/memstat/internal/realdata"
+	"github.com/memstat/memstat/pkg/snapshot"
 )
 
 // Tests that pin a behaviour of one PyTorch release to the function of
@@ -33,6 +36,75 @@ func TestGCAverageAgeIsFloatingPoint(t *testing.T) {
 		}
 		if st := s.Stats(); st.NumDeviceFree != 1 && v.hasDeviceCounters() {
 			t.Errorf("%s: num_device_free %d, want 1", v, st.NumDeviceFree)
+		}
+	}
+}
+
+// TestGuessVersionRangeOfRealSnapshots: each published snapshot is read
+// back as the narrowest range of releases its keys allow (GuessVersionRange;
+// the MANIFEST of shared/testdata/real dates the files independently).
+func TestGuessVersionRangeOfRealSnapshots(t *testing.T) {
+	for _, tc := range []struct{ file, want string }{
+		{"Yiyi-philosophy", "2.0"},                                    // blocks with history
+		{"Maphsge4__select_n__snapshot.pickle_at_1f2f548", "2.1"},     // entries without time_us
+		{"Maphsge4__select_n__snapshot.pickle_at_dec166a", "2.1-2.2"}, // no entries
+		{"JasperSolt", "2.2"},
+		{"Da1sypetals", "2.3-2.4"},
+		{"HugePandaCoder", "2.5-2.7"},
+		{"kkaitlyn111", "2.5-2.8"}, // no entries: compile_context cannot show
+		{"ZidongLiu", "2.9"},
+		{"MAGMA27", "2.10"},
+		{"drisspg", "2.10"}, // re-serialized without external_annotations: the newest key wins
+	} {
+		s, err := snapshot.Load(realdata.File(t, tc.file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := GuessVersionRange(s).String(); got != tc.want {
+			t.Errorf("%s: %s, want %s", tc.file, got, tc.want)
+		}
+	}
+}
+
+// TestOOMMessagePerRelease: the text DeviceCachingAllocator::malloc raises
+// when the last retry fails, release by release, with a memory fraction
+// set (allowed_info) and memory cached in private pools
+// (allocated_in_private_pools). 2.0 prints "allowed" in its parenthesis;
+// 2.1 (PR #99699) to 2.3 compute allowed_info but never print it; v2.6.0
+// prints it after the process lines, with the private-pool clause.
+func TestOOMMessagePerRelease(t *testing.T) {
+	const (
+		head21   = "CUDA out of memory. Tried to allocate 20.00 MiB. GPU 0 has a total capacty of 1000.00 MiB of which 890.00 MiB is free. "
+		head     = "CUDA out of memory. Tried to allocate 20.00 MiB. GPU 0 has a total capacity of 1000.00 MiB of which 890.00 MiB is free. "
+		noPools  = "Of the allocated memory 110.00 MiB is allocated by PyTorch, and 15.00 MiB is reserved by PyTorch but unallocated."
+		pools    = "125.00 MiB allowed; Of the allocated memory 118.00 MiB is allocated by PyTorch, with 8.00 MiB allocated in private pools (e.g., CUDA Graphs), and 7.00 MiB is reserved by PyTorch but unallocated."
+		splitTip = " If reserved but unallocated memory is large try setting max_split_size_mb to avoid fragmentation.  See documentation for Memory Management and PYTORCH_CUDA_ALLOC_CONF"
+		expTip   = " If reserved but unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See documentation for Memory Management  (https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)"
+		expTip10 = " If reserved but unallocated memory is large try setting PYTORCH_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See documentation for Memory Management  (https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)"
+	)
+	for _, tc := range []struct {
+		v          Version
+		want, name string
+	}{
+		{V2_0, "CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 1000.00 MiB total capacity; 110.00 MiB already allocated; 890.00 MiB free; 125.00 MiB allowed; 125.00 MiB reserved in total by PyTorch) If reserved memory is >> allocated memory try setting max_split_size_mb to avoid fragmentation.  See documentation for Memory Management and PYTORCH_CUDA_ALLOC_CONF", "torch.cuda.OutOfMemoryError"},
+		{V2_1, head21 + noPools + splitTip, "torch.cuda.OutOfMemoryError"},
+		{V2_2, head + noPools + expTip, "torch.cuda.OutOfMemoryError"},
+		{V2_3, head + noPools + expTip, "torch.cuda.OutOfMemoryError"},
+		{V2_4, head + pools + expTip, "torch.OutOfMemoryError"},
+		{V2_6, head + pools + expTip, "torch.OutOfMemoryError"},
+		{V2_9, head + pools + expTip, "torch.OutOfMemoryError"},
+		{V2_10, head + pools + expTip10, "torch.OutOfMemoryError"},
+	} {
+		e := &OOMError{Version: tc.v, AllocSize: 20 * mib, DeviceTotal: 1000 * mib, DeviceFree: 890 * mib,
+			Allocated: 110 * mib, Reserved: 125 * mib, PrivatePools: 8 * mib, FractionSet: true, AllowedMax: 125 * mib}
+		if tc.v < V2_4 {
+			e.PrivatePools = 0 // no private-pool clause before 2.4: the figure is not part of the text
+		}
+		if got := e.Error(); got != tc.want {
+			t.Errorf("%s:\n got %s\nwant %s", tc.v, got, tc.want)
+		}
+		if got := e.ExceptionName(); got != tc.name {
+			t.Errorf("%s: raised as %s, want %s", tc.v, got, tc.name)
 		}
 	}
 }

@@ -3,6 +3,7 @@ package analysis
 import (
 	"github.com/memstat/memstat/pkg/allocator"
 	"github.com/memstat/memstat/pkg/snapshot"
+	"strings"
 )
 
 // FreeSpace sums the cached free blocks of one pool.
@@ -223,7 +224,10 @@ func ExplainOOMsTop(rp *Replayed, fr *Frames, top int) (*OOMReport, error) {
 	if err != nil {
 		return nil, err
 	}
-	v, verr := allocator.ParseVersion(rp.Result.Version)
+	// A guessed release may be a range ("2.3-2.4"): its oldest release's
+	// rules were applied, and its wording is used.
+	first, _, _ := strings.Cut(rp.Result.Version, "-")
+	v, verr := allocator.ParseVersion(first)
 	if verr != nil {
 		v = allocator.GuessVersion(rp.Snap)
 	}

@@ -16,7 +16,9 @@ const (
 )
 
 // settingsKeys are the allocator_settings keys of PyTorch 2.10, in its
-// order; Write always writes all of them.
+// order. Write writes all of them except graph_capture_record_stream_reuse,
+// which 2.9 added (docs/versions.md): that one only when Settings.Other
+// has it, so that a 2.3-2.8 snapshot keeps its eight keys.
 var settingsKeys = [...]string{
 	"PYTORCH_CUDA_ALLOC_CONF", "max_split_size", "garbage_collection_threshold", "expandable_segments",
 	"pinned_num_register_threads", "release_lock_on_cudamalloc", "pinned_use_cuda_host_register",
@@ -30,7 +32,13 @@ var settingsKeys = [...]string{
 //	{"segments": [...], "device_traces": [[...], ...],
 //	 "allocator_settings": {...}, "external_annotations": [...]}
 //
-// with dict keys in PyTorch's order:
+// with dict keys in PyTorch's order; a snapshot with
+// Features.BlockHistory is written in PyTorch 2.0's form instead:
+// segments without segment_pool_id, is_expandable and frames, blocks
+// without address and frames, an active block's allocation in a
+// "history" list of one {addr, real_size, frames} item (active blocks and
+// free blocks with a stack), and frames keyed
+// filename, name, line:
 //
 //   - segment: device, address, total_size, allocated_size, active_size,
 //     requested_size, stream, segment_type, segment_pool_id (a 2-tuple),
@@ -140,6 +148,7 @@ func (w *writer) snapshot() {
 
 func (w *writer) segment(sg *Segment) {
 	e := w.e
+	v20 := w.s.Features.BlockHistory
 	e.BeginDict()
 	e.Key("device")
 	e.Int(int64(sg.Device))
@@ -157,30 +166,55 @@ func (w *writer) segment(sg *Segment) {
 	e.Int(sg.Stream)
 	e.Key("segment_type")
 	e.Str(sg.Pool.String())
-	e.Key("segment_pool_id")
-	e.BeginTuple(2)
-	e.Int(sg.PoolID[0])
-	e.Int(sg.PoolID[1])
-	e.EndTuple()
-	e.Key("is_expandable")
-	e.Bool(sg.Expandable)
-	e.Key("frames")
-	w.stack(sg.Stack, "segment", sg.Address)
+	if !v20 {
+		e.Key("segment_pool_id")
+		e.BeginTuple(2)
+		e.Int(sg.PoolID[0])
+		e.Int(sg.PoolID[1])
+		e.EndTuple()
+		e.Key("is_expandable")
+		e.Bool(sg.Expandable)
+		e.Key("frames")
+		w.stack(sg.Stack, "segment", sg.Address)
+	}
 	e.Key("blocks")
 	e.BeginList()
 	for i := range sg.Blocks {
 		b := &sg.Blocks[i]
 		e.BeginDict()
-		e.Key("address")
-		e.Uint(b.Address)
+		if !v20 {
+			e.Key("address")
+			e.Uint(b.Address)
+		}
 		e.Key("size")
 		e.Int(b.Size)
 		e.Key("requested_size")
 		e.Int(b.RequestedSize)
 		e.Key("state")
 		e.Str(b.State.String())
-		e.Key("frames")
-		w.stack(b.Stack, "block", b.Address)
+		switch {
+		case !v20:
+			e.Key("frames")
+			w.stack(b.Stack, "block", b.Address)
+		case b.State.Active() || b.Stack != NoStack:
+			// 2.0's BlockInfo.history, newest first: the block's
+			// allocation (a free block keeps its last one). PyTorch
+			// also keeps earlier allocations at the address; the model
+			// has only the last one.
+			e.Key("history")
+			e.BeginList()
+			e.BeginDict()
+			e.Key("addr")
+			e.Uint(b.Address)
+			e.Key("real_size")
+			e.Int(b.RequestedSize)
+			if b.Stack != NoStack {
+				e.Key("frames")
+				w.stack(b.Stack, "block", b.Address)
+			}
+			e.EndDict()
+			e.EndList()
+		}
 		e.EndDict()
 	}
 	e.EndList()
@@ -269,10 +303,17 @@ func (w *writer) stack(id StackID, what string, addr uint64) {
 		fr := st.Frame(f)
 		e.BeginDict()
 		e.Memo(fk)
-		e.Key("name")
-		e.Str(fr.Name)
-		e.Key("filename")
-		e.Str(fr.Filename)
+		if w.s.Features.BlockHistory { // 2.0's StackContext order
+			e.Key("filename")
+			e.Str(fr.Filename)
+			e.Key("name")
+			e.Str(fr.Name)
+		} else { // py_symbolize's order
+			e.Key("name")
+			e.Str(fr.Name)
+			e.Key("filename")
+			e.Str(fr.Filename)
+		}
 		e.Key("line")
 		e.Int(fr.Line)
 		e.EndDict()
@@ -296,6 +337,9 @@ func (w *writer) settings(st *AllocatorSettings) {
 	}
 	e.BeginDict()
 	for _, k := range settingsKeys {
+		if _, ok := other(k); k == optionalSettingsKey && !ok {
+			continue
+		}
 		e.Key(k)
 		switch k {
 		case "PYTORCH_CUDA_ALLOC_CONF":
@@ -338,6 +382,10 @@ func (w *writer) settings(st *AllocatorSettings) {
 	}
 	e.EndDict()
 }
+
+// optionalSettingsKey is the one settings key older releases lack
+// (graph_capture_record_stream_reuse, 2.9+).
+const optionalSettingsKey = "graph_capture_record_stream_reuse"
 
 func isSettingsKey(k string) bool {
 	for _, s := range settingsKeys {

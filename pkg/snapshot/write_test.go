@@ -254,8 +254,9 @@ func diffModels(a, b *Snapshot, strictStrings bool) []string {
 		fa.Annotations != fb.Annotations || fa.AllocatorSetting != fb.AllocatorSetting {
 		add("features %+v, re-read %+v", fa, fb)
 	}
-	if fb.PickleProtocol != 4 || fb.BlockHistory || fb.BareSegmentList {
-		add("re-read features %+v: want a protocol-4 2.x dict", fb)
+	// A 2.0 file (block history) is written back in 2.0's form.
+	if fb.PickleProtocol != 4 || fb.BlockHistory != fa.BlockHistory || fb.BareSegmentList {
+		add("re-read features %+v: want a protocol-4 2.x dict of the same form", fb)
 	}
 	return d
 }

@@ -124,14 +124,15 @@ func TestEveryRealSnapshot(t *testing.T) {
 }
 
 // TestNestaOOM: the published OOM, a 384 MiB request on a full 22 GiB
-// GPU, is too much live memory, with PyTorch 2.2's wording.
+// GPU, is too much live memory, with PyTorch 2.2's wording ("capacity":
+// the 2.1 typo was fixed with the expandable_segments hint).
 func TestNestaOOM(t *testing.T) {
 	out, _, err := execOOM(t, "--json", realdata.File(t, "Nesta-gitU"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	o := parse(t, out).Devices[0].OOMs[0]
-	want := "CUDA out of memory. Tried to allocate 384.00 MiB. GPU 0 has a total capacty of 21.94 GiB of which 252.38 MiB is free. Of the allocated memory 21.68 GiB is allocated by PyTorch, and 16.58 MiB is reserved by PyTorch but unallocated."
+	want := "CUDA out of memory. Tried to allocate 384.00 MiB. GPU 0 has a total capacity of 21.94 GiB of which 252.38 MiB is free. Of the allocated memory 21.68 GiB is allocated by PyTorch, and 16.58 MiB is reserved by PyTorch but unallocated."
 	if !strings.HasPrefix(o.Message, want) {
 		t.Errorf("message %q", o.Message)
 	}

@@ -176,7 +176,7 @@ func runRecord(o *Options) error {
 	fmt.Fprintf(o.IO.Out, "recorded %d trace entries to %s\n", len(s.Trace(0)), o.Output)
 	fmt.Fprintln(o.IO.Out, h)
 	if oom != nil {
-		fmt.Fprintf(o.IO.ErrOut, "torch.OutOfMemoryError: %s\n", oom.Error())
+		fmt.Fprintf(o.IO.ErrOut, "%s: %s\n", oom.ExceptionName(), oom.Error())
 		fmt.Fprintf(o.IO.ErrOut, "memstat: the workload ran out of memory; %s holds the state at the failure "+
 			"(its trace ends with the oom entry)\n", o.Output)
 	}
