@@ -506,6 +506,10 @@ func (r *Replay) Allocator() *Allocator { return r.a }
 // Config is the configuration being simulated.
 func (r *Replay) Config() Config { return r.cfg }
 
+// VersionLabel is the release the replay names (ReplayResult.Version): the
+// one applied, or the range a file's keys allow when it was guessed.
+func (r *Replay) VersionLabel() string { return r.res.Version }
+
 // Step applies the next allocator call: one entry, or the entries one
 // call produced together. It returns io.EOF when the trace is done.
 func (r *Replay) Step() error {

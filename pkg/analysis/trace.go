@@ -294,7 +294,7 @@ func BeginTrace(s *snapshot.Snapshot, device int) (*TraceWalk, error) {
 }
 
 // Version is the PyTorch release the replay simulates.
-func (w *TraceWalk) Version() string { return w.r.Config().Version.String() }
+func (w *TraceWalk) Version() string { return w.r.VersionLabel() }
 
 // Entries is the length of the trace.
 func (w *TraceWalk) Entries() int { return w.r.Len() }
