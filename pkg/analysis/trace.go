@@ -293,7 +293,8 @@ func BeginTrace(s *snapshot.Snapshot, device int) (*TraceWalk, error) {
 	return w, nil
 }
 
-// Version is the PyTorch release the replay simulates.
+// Version is the PyTorch release the replay simulates, or the range of
+// releases the file's keys allow when it was guessed ("2.5-2.7").
 func (w *TraceWalk) Version() string { return w.r.VersionLabel() }
 
 // Entries is the length of the trace.
