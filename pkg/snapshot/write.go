@@ -253,7 +253,10 @@ func (w *writer) entry(te *TraceEntry) {
 		e.Key("user_metadata")
 		w.str(c.UserMetadata)
 	}
-	if s.Features.TracePoolID {
+	// pool_id only on entries of a private pool: the published 2.9 and
+	// 2.10 snapshots (default pools only) have no pool_id key on any entry
+	// (docs/versions.md, "Snapshot keys").
+	if s.Features.TracePoolID && !c.Pool.IsDefault() {
 		e.Key("pool_id")
 		e.BeginTuple(2)
 		e.Int(c.Pool[0])
