@@ -76,6 +76,9 @@ func ParseTraceBound(s string) (TraceBound, error) {
 		if err != nil || f < 0 || math.IsInf(f, 0) || math.IsNaN(f) {
 			return TraceBound{}, fmt.Errorf("invalid time %q: want seconds such as +2.5s (since the first entry) or 1773270053.8s (since the epoch)", s)
 		}
+		if f*1e6 >= math.MaxInt64/2 {
+			return TraceBound{}, fmt.Errorf("time %q is out of range: want seconds such as +2.5s (since the first entry) or 1773270053.8s (since the epoch)", s)
+		}
 		us := int64(math.Round(f * 1e6))
 		if rel || f < 1e9 {
 			return TraceBound{Kind: BoundRelTime, US: us}, nil

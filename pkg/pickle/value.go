@@ -538,3 +538,12 @@ func (vs *Values) Append(target Value, c Compactor, items ...Value) error {
 	vs.endBatch()
 	return vs.appendItems(target.N, items...)
 }
+
+// Article returns the kind's name with its indefinite article, for
+// messages: "an int", "a str".
+func (k Kind) Article() string {
+	if k == KindInt || k == KindBigInt {
+		return "an " + k.String()
+	}
+	return "a " + k.String()
+}

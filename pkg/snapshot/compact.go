@@ -105,6 +105,11 @@ type builder struct {
 	blockTaken []bool
 
 	features Features
+	// unknownActions counts the trace entries whose action memstat does
+	// not know, firstUnknown is the first such action: one warning line
+	// names them (a newer PyTorch may add actions).
+	unknownActions int
+	firstUnknown   string
 	// progress reports how far decoding has come (input offset, input
 	// size), or is nil when that is unknown; see growEntries.
 	progress func() (done, total int64)
@@ -198,7 +203,16 @@ func (b *builder) Compact(vs *pickle.Values, v pickle.Value) (pickle.Value, bool
 }
 
 func (b *builder) typeErr(what string, k int, want string) error {
-	return fmt.Errorf("%s: %q is a %s, not %s", what, keyNames[k], b.fields[k].Kind, want)
+	v := b.fields[k]
+	if v.Kind == pickle.KindBigInt {
+		// Both are Python ints: say what is wrong with this one.
+		digits := b.vs.BigInt(v).String()
+		if len(digits) > 32 {
+			digits = fmt.Sprintf("%s... (%d digits)", digits[:24], len(digits))
+		}
+		return fmt.Errorf("%s: %q is %s, out of range (want %s of 64 bits)", what, keyNames[k], digits, want)
+	}
+	return fmt.Errorf("%s: %q is %s, not %s", what, keyNames[k], v.Kind.Article(), want)
 }
 
 func (b *builder) int(what string, k int) (int64, error) {
@@ -307,6 +321,11 @@ func (b *builder) entry() (pickle.Value, bool, error) {
 	const what = "trace entry"
 	var e TraceEntry
 	e.Action = ParseAction(b.str(kAction))
+	if e.Action == ActionUnknown {
+		if b.unknownActions++; b.unknownActions == 1 {
+			b.firstUnknown = b.str(kAction)
+		}
+	}
 	var err error
 	if e.Action == ActionOOM && b.present[kDeviceFree] {
 		e.Addr, err = b.uint(what, kDeviceFree)
@@ -416,6 +435,9 @@ func (b *builder) block() (pickle.Value, bool, error) {
 	var err error
 	st, ok := parseState(b.str(kState))
 	if !ok {
+		if v := b.fields[kState]; b.present[kState] && v.Kind != pickle.KindString {
+			return pickle.None, false, fmt.Errorf("%s: \"state\" is %s, not a string such as \"active_allocated\"", what, v.Kind.Article())
+		}
 		return pickle.None, false, fmt.Errorf("%s: unknown state %s", what, quote(b.str(kState)))
 	}
 	bl.State = st
@@ -471,8 +493,8 @@ func (b *builder) segment() (pickle.Value, bool, error) {
 	if err != nil {
 		return pickle.None, false, err
 	}
-	if dev < -1 || dev > 1<<16 {
-		return pickle.None, false, fmt.Errorf("%s: device %d is out of range", what, dev)
+	if dev < -1 || dev >= MaxDevices {
+		return pickle.None, false, fmt.Errorf("%s: device %d is out of range (at most %d devices)", what, dev, MaxDevices)
 	}
 	s.Device = int(dev)
 	if s.Address, err = b.uint(what, kAddress); err != nil {

@@ -52,3 +52,49 @@ func TestGzipTrailerIsVerified(t *testing.T) {
 		}
 	}
 }
+
+// Trace entries with an action memstat does not know are counted in one
+// warning line, not dropped without a word (issue 18).
+func TestUnknownActionsWarnOnce(t *testing.T) {
+	s := &Snapshot{Stacks: NewStacks(), Traces: [][]TraceEntry{{
+		{Action: ActionUnknown}, {Action: ActionAlloc, Addr: 512, Size: 512}, {Action: ActionUnknown},
+	}}}
+	var buf bytes.Buffer
+	if err := Write(&buf, s); err != nil {
+		t.Fatal(err)
+	}
+	got, err := Read(bytes.NewReader(buf.Bytes()), int64(buf.Len()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, w := range got.Warnings {
+		if strings.Contains(w, "2 trace entries have an action memstat does not know") {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("warnings %q: want one line counting the 2 unknown actions", got.Warnings)
+	}
+}
+
+// A snapshot listing more devices than any machine has is refused, naming
+// the limit: one trace entry listed under 65,536 devices made commands run
+// past 300 s (issue 18).
+func TestTooManyDevicesRefused(t *testing.T) {
+	s := &Snapshot{Stacks: NewStacks(), Traces: make([][]TraceEntry, MaxDevices+1)}
+	var buf bytes.Buffer
+	if err := Write(&buf, s); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Read(bytes.NewReader(buf.Bytes()), int64(buf.Len()))
+	if err == nil || !strings.Contains(err.Error(), "more than the limit of 1024") {
+		t.Errorf("%d devices: %v, want the limit named", MaxDevices+1, err)
+	}
+	s.Traces = s.Traces[:MaxDevices]
+	buf.Reset()
+	Write(&buf, s)
+	if _, err := Read(bytes.NewReader(buf.Bytes()), int64(buf.Len())); err != nil {
+		t.Errorf("%d devices: %v", MaxDevices, err)
+	}
+}

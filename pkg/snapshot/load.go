@@ -30,6 +30,13 @@ func (e *InputError) Unwrap() error { return e.Err }
 // memory snapshot.
 var ErrNotSnapshot = errors.New("not a memory snapshot")
 
+// MaxDevices bounds the devices a snapshot may describe: every command
+// replays or scans each device, so a few bytes per device (an empty trace
+// list, a segment's device index) must not buy unbounded work. PyTorch
+// knows at most C10_COMPILE_TIME_MAX_GPUS devices (c10/cuda/CUDAMacros.h:
+// 16 for years, 120 in recent releases); no real snapshot comes near 1024.
+const MaxDevices = 1024
+
 // A gzip stream may expand to at most maxGzipRatio times the compressed
 // bytes read so far, plus gzipFloor, so that a compression bomb cannot make
 // the decoder (which may hold some 100 bytes per input byte) exhaust
@@ -47,6 +54,8 @@ func Load(path string) (*Snapshot, error) {
 	var size int64 = -1
 	if path == "-" {
 		r = os.Stdin
+	} else if path == "" {
+		return nil, &InputError{File: `""`, Err: errors.New("an empty file name, not a snapshot file")}
 	} else {
 		f, err := os.Open(path)
 		if err != nil {
@@ -244,6 +253,9 @@ func (l *limitReader) Read(p []byte) (int, error) {
 func (b *builder) assemble(top pickle.Value) (*Snapshot, error) {
 	vs := b.vs
 	s := &Snapshot{Stacks: b.stacks}
+	if b.unknownActions > 0 {
+		s.Warnings = append(s.Warnings, fmt.Sprintf("%d trace entries have an action memstat does not know (the first: %s); they are listed as \"unknown\" and change no figure", b.unknownActions, quote(b.firstUnknown)))
+	}
 	var segList pickle.Value
 	switch top.Kind {
 	case pickle.KindList, pickle.KindTuple:
@@ -404,6 +416,9 @@ func (b *builder) traces(s *Snapshot, v pickle.Value) error {
 	vs := b.vs
 	if v.Kind != pickle.KindList && v.Kind != pickle.KindTuple {
 		return fmt.Errorf("%w: \"device_traces\" is a %s, not a list", ErrNotSnapshot, v.Kind)
+	}
+	if n := vs.Len(v); n > MaxDevices {
+		return fmt.Errorf("\"device_traces\" lists %d devices, more than the limit of %d", n, MaxDevices)
 	}
 	// A device's list is taken once: listing one trace as many devices'
 	// (2-byte memo references) would copy it once per reference.

@@ -13,6 +13,7 @@ import (
 	"github.com/memstat/memstat/internal/atomicfile"
 	"github.com/memstat/memstat/internal/command"
 	"github.com/memstat/memstat/internal/iostreams"
+	"github.com/memstat/memstat/internal/textfile"
 	"github.com/memstat/memstat/pkg/allocator"
 	"github.com/memstat/memstat/pkg/report"
 	"github.com/memstat/memstat/pkg/snapshot"
@@ -71,7 +72,15 @@ It prints what it recorded and the stats headline, the figures
   memstat record --workload inference --kv-cache static -o gen.pickle
   memstat record --file testdata/workloads/fragmentation.mem -o frag.pickle
   memstat record --list`,
-		Args: cobra.NoArgs,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				// cobra would say `unknown command "maybe"` for
+				// --checkpointing maybe: a flag with an optional value
+				// takes it after "=" only.
+				return command.FlagErrorf("unexpected argument %s: record takes no arguments (a flag with an optional value takes it after =, e.g. --checkpointing=false)", textfile.Quote(args[0]))
+			}
+			return nil
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			for i, p := range workload.Params {
 				if cmd.Flags().Changed(p.Name) {

@@ -22,7 +22,7 @@ func runMain(args ...string) (code int, stdout, stderr string) {
 }
 
 // goodSnapshot writes a small snapshot recorded on the simulator.
-func goodSnapshot(t *testing.T, dir string) (string, []byte) {
+func goodSnapshot(t testing.TB, dir string) (string, []byte) {
 	t.Helper()
 	a, err := allocator.New(allocator.DefaultConfig(allocator.Latest), allocator.Options{})
 	if err != nil {

@@ -5,6 +5,8 @@ package root
 import (
 	"errors"
 	"fmt"
+	"regexp"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -37,7 +39,7 @@ other allocator settings.`,
 	cmd.SetOut(f.IO.Out)
 	cmd.SetErr(f.IO.ErrOut)
 	cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		return &command.FlagError{Err: err}
+		return &command.FlagError{Err: plainFlagError(err)}
 	})
 	cmd.CompletionOptions.HiddenDefaultCmd = true
 	for _, sub := range commandList() {
@@ -102,4 +104,23 @@ func Main(f *command.Factory, args []string) (code int) {
 func isUnknownCommand(err error) bool {
 	msg := err.Error()
 	return len(msg) > 15 && msg[:15] == "unknown command"
+}
+
+// strconvError is the tail pflag adds to a number it cannot parse:
+// `: strconv.ParseInt: parsing "abc": invalid syntax`.
+var strconvError = regexp.MustCompile(`: strconv\.Parse(Int|Uint|Float|Bool): parsing "(?:[^"\\]|\\.)*": (invalid syntax|value out of range)$`)
+
+// plainFlagError rewords pflag's errors for numbers and booleans, which
+// name Go's strconv functions, in the user's terms.
+func plainFlagError(err error) error {
+	m := strconvError.FindStringSubmatch(err.Error())
+	if m == nil {
+		return err
+	}
+	want := map[string]string{"Int": "a whole number", "Uint": "a whole number of at least 0", "Float": "a number", "Bool": "true or false"}[m[1]]
+	if m[2] == "value out of range" {
+		want += " in range"
+	}
+	msg := strings.TrimSuffix(err.Error(), m[0])
+	return errors.New(strings.Replace(msg, " flag", "", 1) + ": want " + want)
 }

@@ -61,7 +61,7 @@ the last entry and the peaks, over the whole trace.
 first entry (+2.5s) or a time since the epoch in seconds (1773270053.8s, as
 time_us / 1e6). --action keeps some actions (alloc, free_requested,
 free_completed, segment_alloc, segment_free, segment_map, segment_unmap,
-oom, snapshot), --min-size the entries of at least that size, --addr the
+oom, snapshot, annotate), --min-size the entries of at least that size, --addr the
 entries whose block or segment contains that address (hex or decimal).
 Segment locations and names come from replaying the trace, so they are
 right whatever the filter keeps.`,
@@ -110,6 +110,9 @@ func (o *Options) resolve() error {
 			return command.FlagErrorf("%s: %v", b.flag, err)
 		}
 		*b.dst = &tb
+	}
+	if f, t := o.query.From, o.query.To; f != nil && t != nil && f.Kind == t.Kind && (f.Index > t.Index || f.US > t.US) {
+		return command.FlagErrorf("--from %s is after --to %s: no entry lies between them", o.From, o.To)
 	}
 	if o.Action != "" {
 		if o.query.Actions, err = analysis.ParseActions(o.Action); err != nil {
