@@ -40,6 +40,9 @@ type StackDelta struct {
 	Site         snapshot.Frame   `json:"-"`
 	Stack        []snapshot.Frame `json:"-"`
 	HiddenFrames int              `json:"hidden_frames"`
+	// Label names the stack in a table (StackLabels over every changed
+	// stack, so it does not depend on how many a table lists).
+	Label string `json:"label"`
 }
 
 // Delta is AfterBytes - BeforeBytes.
@@ -236,6 +239,16 @@ func diffStacks(before, after *DiffSide) ([]StackDelta, int) {
 		}
 		return strings.Compare(x.Key, y.Key)
 	})
+	sites := make([]snapshot.Frame, len(out))
+	stacks := make([][]snapshot.Frame, len(out))
+	freed := make([]bool, len(out))
+	for i, s := range out {
+		sites[i], stacks[i], freed[i] = s.Site, s.Stack, strings.HasPrefix(s.Key, FreedAtPrefix)
+	}
+	allFrames := (before != nil && before.Frames.AllFrames()) || (after != nil && after.Frames.AllFrames())
+	for i, l := range StackLabels(sites, stacks, freed, allFrames) {
+		out[i].Label = l
+	}
 	return out, unchanged
 }
 

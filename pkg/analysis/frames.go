@@ -268,14 +268,25 @@ func (fr *Frames) view(id snapshot.StackID) *stackView {
 		}
 	}
 	if n == 0 && !fr.allFrames {
-		keep = func(i int) bool { return IsPython(frames[i]) && !Filtered(frames[i]) }
-		for i := range frames {
-			if keep(i) {
-				n++
+		// Internal frames only (a stack of the autograd engine's thread,
+		// recorded with C++ frames): the Python ones, else the native
+		// ones that are not the allocator's or the interpreter's own
+		// (IsMachinery), else the unfiltered ones.
+		for _, k := range []func(i int) bool{
+			func(i int) bool { return IsPython(frames[i]) && !Filtered(frames[i]) },
+			func(i int) bool { return !IsMachinery(frames[i]) },
+			func(i int) bool { return !Filtered(frames[i]) },
+		} {
+			keep = k
+			n = 0
+			for i := range frames {
+				if keep(i) {
+					n++
+				}
 			}
-		}
-		if n == 0 {
-			keep = func(i int) bool { return !Filtered(frames[i]) }
+			if n > 0 {
+				break
+			}
 		}
 	}
 	var b strings.Builder
@@ -384,6 +395,14 @@ func siteOf(frame func(i int) snapshot.Frame, kinds []FrameKind) snapshot.Frame 
 			}
 			if strings.Contains(f.Name, "autograd::generated::") && strings.Contains(f.Name, "Backward") {
 				site, found = f, true
+			}
+		}
+	}
+	if !found {
+		for i := range kinds {
+			if f := frame(i); !IsMachinery(f) {
+				site, found = f, true
+				break
 			}
 		}
 	}

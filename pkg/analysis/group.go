@@ -76,6 +76,9 @@ type Group struct {
 	HiddenFrames int              `json:"hidden_frames"`
 	// Sizes counts the blocks by size.
 	Sizes map[int64]int `json:"-"`
+	// Label names a group by stack in a table (StackLabels over every
+	// group, before a table keeps its top N); empty for other groupings.
+	Label string `json:"-"`
 
 	largest int64
 }
@@ -137,11 +140,7 @@ func GroupBlocks(blocks []LiveBlock, by GroupBy, fr *Frames, phases Phases, tota
 		case ByFrame:
 			key = FrameString(fr.Site(stack))
 		case ByFile:
-			s := fr.Site(stack)
-			key = s.Name
-			if s.Filename != "" {
-				key = ShortFile(s.Filename)
-			}
+			key = FileOf(fr.Site(stack))
 		case ByAnnotation:
 			switch {
 			case b.AllocIndex < 0:
@@ -203,6 +202,17 @@ func GroupBlocks(blocks []LiveBlock, by GroupBy, fr *Frames, phases Phases, tota
 		}
 		return strings.Compare(x.Key, y.Key)
 	})
+	if by == ByStack {
+		sites := make([]snapshot.Frame, len(out))
+		stacks := make([][]snapshot.Frame, len(out))
+		freed := make([]bool, len(out))
+		for i, g := range out {
+			sites[i], stacks[i], freed[i] = g.Site, g.Stack, g.FreedAt
+		}
+		for i, l := range StackLabels(sites, stacks, freed, fr.AllFrames()) {
+			out[i].Label = l
+		}
+	}
 	return out
 }
 
@@ -221,4 +231,25 @@ func TopGroups(groups []Group, n int) (top []Group, rest Group) {
 		rest.Fraction += g.Fraction
 	}
 	return groups[:n], rest
+}
+
+// FileOf names the file of a frame for --by file: the short path of a
+// Python file or a native source; a native frame whose file the unwinder
+// did not know ("??") is named by its C++ namespace, "[native
+// torch::autograd::generated]", never "??".
+func FileOf(f snapshot.Frame) string {
+	if f.Filename != "" && f.Filename != "??" {
+		return ShortFile(f.Filename)
+	}
+	if IsPython(f) || f == NoStackFrame || f == NoStackBeforeTrace {
+		return f.Name
+	}
+	name := NativeName(f.Name)
+	if i := strings.LastIndex(name, "::"); i > 0 {
+		return "[native " + name[:i] + "]"
+	}
+	if name == "" {
+		return "[native]"
+	}
+	return "[native " + name + "]"
 }

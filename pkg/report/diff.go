@@ -116,7 +116,7 @@ func StackDeltaTable(stacks []analysis.StackDelta, numbered bool) *Table {
 	)
 	groups := make([]analysis.Group, len(stacks))
 	for i, s := range stacks {
-		groups[i] = analysis.Group{Key: s.Key, Site: s.Site, Stack: s.Stack, FreedAt: strings.HasPrefix(s.Key, analysis.FreedAtPrefix)}
+		groups[i] = analysis.Group{Key: s.Key, Site: s.Site, Stack: s.Stack, FreedAt: strings.HasPrefix(s.Key, analysis.FreedAtPrefix), Label: s.Label}
 	}
 	labels := GroupLabels(groups, analysis.ByStack)
 	for i, s := range stacks {

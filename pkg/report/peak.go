@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/memstat/memstat/pkg/analysis"
+	"github.com/memstat/memstat/pkg/snapshot"
 )
 
 // AtEntryText says at which entry something happened: "at entry 1117 of
@@ -53,10 +54,9 @@ func groupColumn(by analysis.GroupBy) string {
 }
 
 // GroupLabels names the groups of a table. Other groupings are their key;
-// stacks are named by their allocation site, then, where two groups would
-// read the same, by the innermost frame they reach through it ("site →
-// callee") and by as many callers as it takes to tell them apart ("... ←
-// caller").
+// stacks have the Label analysis.GroupBlocks gave them over every group
+// (analysis.StackLabels: the site, and the first frame that tells it from
+// groups of the same site), so a label does not change with --top.
 func GroupLabels(groups []analysis.Group, by analysis.GroupBy) []string {
 	out := make([]string, len(groups))
 	if by != analysis.ByStack {
@@ -65,53 +65,23 @@ func GroupLabels(groups []analysis.Group, by analysis.GroupBy) []string {
 		}
 		return out
 	}
-	level := make([]int, len(groups))
-	label := func(g analysis.Group, lv int) (string, bool) {
-		s := analysis.FrameString(g.Site)
-		pos := -1
-		for k, f := range g.Stack {
-			if f == g.Site {
-				pos = k
-				break
-			}
-		}
-		more := false
-		if lv >= 1 && pos > 0 {
-			s += " → " + analysis.FrameString(g.Stack[0])
-		}
-		if pos >= 0 {
-			for k := 1; k < lv && pos+k < len(g.Stack); k++ {
-				s += " ← " + analysis.FrameString(g.Stack[pos+k])
-			}
-			more = pos+lv < len(g.Stack)
-		}
-		if lv == 0 {
-			more = pos >= 0
-		}
-		if g.FreedAt {
-			s = analysis.FreedAtPrefix + s
-		}
-		return s, more
+	missing := false
+	for i, g := range groups {
+		out[i] = g.Label
+		missing = missing || g.Label == ""
 	}
-	for range 8 {
-		count := map[string]int{}
-		can := make([]bool, len(groups))
-		for i, g := range groups {
-			out[i], can[i] = label(g, level[i])
-			count[out[i]]++
-		}
-		changed := false
-		for i := range groups {
-			if count[out[i]] > 1 && can[i] {
-				level[i]++
-				changed = true
-			}
-		}
-		if !changed {
-			break
-		}
+	if !missing {
+		return out
 	}
-	return out
+	// Groups made elsewhere than analysis.GroupBlocks: labelled among
+	// themselves.
+	sites := make([]snapshot.Frame, len(groups))
+	stacks := make([][]snapshot.Frame, len(groups))
+	freed := make([]bool, len(groups))
+	for i, g := range groups {
+		sites[i], stacks[i], freed[i] = g.Site, g.Stack, g.FreedAt
+	}
+	return analysis.StackLabels(sites, stacks, freed, false)
 }
 
 // GroupTable lists live memory grouped like pprof's top: bytes, share of

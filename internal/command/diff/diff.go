@@ -424,7 +424,7 @@ func jsonDiff(opts *Options, devices []deviceDiff) report.FileResult {
 		}
 		groups := make([]analysis.Group, len(d.Stacks))
 		for i, s := range d.Stacks {
-			groups[i] = analysis.Group{Key: s.Key, Site: s.Site, Stack: s.Stack, FreedAt: strings.HasPrefix(s.Key, analysis.FreedAtPrefix)}
+			groups[i] = analysis.Group{Key: s.Key, Site: s.Site, Stack: s.Stack, FreedAt: strings.HasPrefix(s.Key, analysis.FreedAtPrefix), Label: s.Label}
 		}
 		labels := report.GroupLabels(groups, analysis.ByStack)
 		for i, s := range d.Stacks {
