@@ -45,9 +45,10 @@ flame graphs and source views, or compare two runs with -diff_base.
 
 --at picks the moment: peak (the default: when allocated memory was
 highest in the trace), end (the snapshot's final state), or a trace entry
-index (the state right after it). Frames that PyTorch's own viewers hide
-(the stack unwinder, interpreter glue, dispatcher boxing) are dropped unless
---all-frames is given. The state comes from replaying the trace
+index (the state right after it). Each stack keeps the frames peak and oom
+show (your code and libraries; PyTorch's own code, the allocator, the
+interpreter and the frames PyTorch's viewers hide are dropped), so -top and
+flame graphs start at your code; --all-frames keeps every frame. The state comes from replaying the trace
 through memstat's allocator model, following the recorded decisions.`,
 		Example: `  memstat pprof snapshot.pickle -o peak.pb.gz
   go tool pprof -top peak.pb.gz
@@ -75,7 +76,7 @@ through memstat's allocator model, following the recorded decisions.`,
 	fl.StringVarP(&opts.Output, "output", "o", "", "profile to write (gzipped protobuf, e.g. peak.pb.gz)")
 	fl.StringVar(&opts.At, "at", "peak", "moment: peak, end, or a trace entry index")
 	fl.IntVar(&opts.Device, "device", -1, "device (default: the first with a trace, or with segments)")
-	fl.BoolVar(&opts.AllFrames, "all-frames", false, "keep the frames PyTorch's viewers hide (unwinder, interpreter glue, dispatcher boxing)")
+	fl.BoolVar(&opts.AllFrames, "all-frames", false, "keep every recorded frame (default: the frames peak and oom show; the allocator's, the interpreter's and PyTorch's own dropped)")
 	return cmd
 }
 

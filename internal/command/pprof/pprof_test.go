@@ -167,3 +167,49 @@ func TestNoTraceFallsBackToTheEnd(t *testing.T) {
 		t.Errorf("--at 5 without a trace: %v", err)
 	}
 }
+
+// TestTopStartsAtTheProgram: on the published snapshots recorded with C++
+// frames, `go tool pprof -top` lists first a frame of the program, never
+// the allocator's or the interpreter's: the user's code where the largest
+// stack has Python frames (Nesta-gitU: forward; drisspg: main), a
+// backward node's function where it has native frames only (silmont2000).
+// With --all-frames every recorded frame is kept: the unwinder (the
+// innermost frame PyTorch records) or the allocator's malloc is on top.
+func TestTopStartsAtTheProgram(t *testing.T) {
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("go not on PATH; skipping the go tool pprof check")
+	}
+	first := func(t *testing.T, in string, extra ...string) string {
+		t.Helper()
+		out := filepath.Join(t.TempDir(), "p.pb.gz")
+		if _, errOut, err := execPprof(t, append([]string{in, "-o", out}, extra...)...); err != nil {
+			t.Fatalf("%v: %s", err, errOut)
+		}
+		top, err := exec.Command(goBin, "tool", "pprof", "-top", "-nodecount=1", "-sample_index=inuse_space", out).CombinedOutput()
+		if err != nil {
+			t.Fatalf("go tool pprof: %v\n%s", err, top)
+		}
+		lines := strings.Split(strings.TrimSpace(string(top)), "\n")
+		fields := strings.Fields(lines[len(lines)-1])
+		if len(fields) < 6 {
+			t.Fatalf("-top:\n%s", top)
+		}
+		return strings.Join(fields[5:], " ")
+	}
+	for _, c := range []struct{ part, want string }{
+		{"Nesta-gitU", "forward"},
+		{"drisspg", "main"},
+		{"silmont2000", "torch::autograd::generated::details::div_tensor_other_backward"},
+	} {
+		t.Run(c.part, func(t *testing.T) {
+			in := realdata.File(t, c.part)
+			if got := first(t, in); got != c.want {
+				t.Errorf("-top lists %q first, want %q", got, c.want)
+			}
+			if got := first(t, in, "--all-frames"); !strings.Contains(got, "CUDACachingAllocator") && !strings.Contains(got, "unwind::unwind") {
+				t.Errorf("--all-frames: -top lists %q first, want the unwinder or the allocator's malloc", got)
+			}
+		})
+	}
+}

@@ -35,9 +35,13 @@ func displayName(name string) string {
 
 // Options adjust a profile.
 type Options struct {
-	// AllFrames keeps the frames PyTorch's own viewers hide (the unwinder,
-	// interpreter glue, dispatcher boxing); by default they are dropped,
-	// as in _memory_viz.py and MemoryViz.js.
+	// AllFrames keeps every recorded frame. By default a stack keeps the
+	// frames the other commands show (analysis.Frames: the user's code
+	// and libraries; PyTorch's own code, native frames and the frames its
+	// viewers hide are dropped; a stack of native frames only keeps
+	// those that are not the allocator's or the interpreter's,
+	// analysis.IsMachinery), so that -top and flame graphs start at the
+	// program's code, not at DeviceCachingAllocator::malloc.
 	AllFrames bool
 	// Comments go into the profile (pprof -comments shows them).
 	Comments []string
@@ -58,7 +62,8 @@ func Profile(st *live.State, o Options) (*profile.Profile, error) {
 		TimeNanos:         st.TimeUS * 1000,
 	}
 	funcs := map[[2]string]*profile.Function{}
-	locs := map[snapshot.FrameID]*profile.Location{}
+	locs := map[snapshot.Frame]*profile.Location{}
+	frames := analysis.NewFrames(st.Stacks, false)
 	function := func(name, file string) *profile.Function {
 		k := [2]string{name, file}
 		if f := funcs[k]; f != nil {
@@ -72,13 +77,13 @@ func Profile(st *live.State, o Options) (*profile.Profile, error) {
 	var unknown *profile.Location
 	for _, g := range st.ByStack() {
 		s := &profile.Sample{Value: []int64{int64(g.Blocks), g.Bytes}}
-		var ids []snapshot.FrameID
-		for _, id := range st.Stacks.Stack(g.Stack) {
-			if o.AllFrames || !analysis.Filtered(st.Stacks.Frame(id)) {
-				ids = append(ids, id)
-			}
+		var shown []snapshot.Frame
+		if o.AllFrames {
+			shown = st.Stacks.Frames(g.Stack)
+		} else {
+			shown, _ = frames.Shown(g.Stack)
 		}
-		if len(ids) == 0 {
+		if len(shown) == 0 {
 			if unknown == nil {
 				unknown = &profile.Location{ID: uint64(len(p.Location) + 1), Line: []profile.Line{{Function: function(noStack, "")}}}
 				p.Location = append(p.Location, unknown)
@@ -87,15 +92,14 @@ func Profile(st *live.State, o Options) (*profile.Profile, error) {
 		}
 		// PyTorch stores frames innermost first, pprof wants the leaf
 		// first: the same order.
-		for _, id := range ids {
-			loc := locs[id]
+		for _, fr := range shown {
+			loc := locs[fr]
 			if loc == nil {
-				fr := st.Stacks.Frame(id)
 				loc = &profile.Location{
 					ID:   uint64(len(p.Location) + 1),
 					Line: []profile.Line{{Function: function(fr.Name, fr.Filename), Line: fr.Line}},
 				}
-				locs[id] = loc
+				locs[fr] = loc
 				p.Location = append(p.Location, loc)
 			}
 			s.Location = append(s.Location, loc)

@@ -2,6 +2,7 @@ package pprof
 
 import (
 	"bytes"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,57 +25,66 @@ func TestFixtureProfile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var buf bytes.Buffer
-	if err := Write(&buf, st, Options{Comments: []string{"fixture at peak"}}); err != nil {
-		t.Fatal(err)
-	}
-	p, err := profile.Parse(&buf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(p.SampleType) != 2 || p.SampleType[0].Type != "inuse_objects" || p.SampleType[1].Type != "inuse_space" || p.DefaultSampleType != "inuse_space" {
-		t.Fatalf("sample types %v", p.SampleType)
-	}
-	var objects, space int64
-	leaf := map[string]int64{}
-	for _, s := range p.Sample {
-		objects += s.Value[0]
-		space += s.Value[1]
-		leaf[s.Location[0].Line[0].Function.Name] += s.Value[1]
-	}
-	if space != testsnap.PeakAllocated || objects != testsnap.WeightCount+5+1 {
-		t.Errorf("profile holds %d bytes in %d objects, want %d in %d", space, objects, testsnap.PeakAllocated, testsnap.WeightCount+6)
-	}
-	if leaf["matmul"] != testsnap.Spike || leaf["linear"] != testsnap.Activations || leaf["empty"] != testsnap.Weights {
-		t.Errorf("bytes by leaf function %v", leaf)
-	}
-	// One location per unique frame: main (train.py:8) is shared by the
-	// activation and spike stacks, forward differs by line.
-	frames := map[string]bool{}
-	for _, fs := range [][]snapshot.Frame{testsnap.WeightFrames, testsnap.ActivationFrames, testsnap.SpikeFrames} {
-		for _, f := range fs {
-			frames[f.Filename+":"+f.Name+":"+strconv.FormatInt(f.Line, 10)] = true
+	// By default PyTorch's own frames (torch/...) are dropped, as peak
+	// drops them: the leaves are the program's; with AllFrames they stay.
+	for _, c := range []struct {
+		all   bool
+		leaf  map[string]int64
+		spike string
+	}{
+		{false, map[string]int64{"attention": testsnap.Spike, "forward": testsnap.Activations, "__init__": testsnap.Weights}, "attention forward step main"},
+		{true, map[string]int64{"matmul": testsnap.Spike, "linear": testsnap.Activations, "empty": testsnap.Weights}, "matmul attention forward step main"},
+	} {
+		var buf bytes.Buffer
+		if err := Write(&buf, st, Options{AllFrames: c.all, Comments: []string{"fixture at peak"}}); err != nil {
+			t.Fatal(err)
 		}
-	}
-	if len(p.Location) != len(frames) {
-		t.Errorf("%d locations, want one per unique frame (%d)", len(p.Location), len(frames))
-	}
-	// Leaf first: the spike's stack runs matmul → attention → forward →
-	// step → main.
-	for _, s := range p.Sample {
-		if s.Location[0].Line[0].Function.Name != "matmul" {
-			continue
+		p, err := profile.Parse(&buf)
+		if err != nil {
+			t.Fatal(err)
 		}
-		var names []string
-		for _, l := range s.Location {
-			names = append(names, l.Line[0].Function.Name)
+		if len(p.SampleType) != 2 || p.SampleType[0].Type != "inuse_objects" || p.SampleType[1].Type != "inuse_space" || p.DefaultSampleType != "inuse_space" {
+			t.Fatalf("sample types %v", p.SampleType)
 		}
-		if got := strings.Join(names, " "); got != "matmul attention forward step main" {
-			t.Errorf("spike stack %q", got)
+		var objects, space int64
+		leaf := map[string]int64{}
+		for _, s := range p.Sample {
+			objects += s.Value[0]
+			space += s.Value[1]
+			leaf[s.Location[0].Line[0].Function.Name] += s.Value[1]
 		}
-	}
-	if len(p.Comments) != 1 || p.Comments[0] != "fixture at peak" {
-		t.Errorf("comments %v", p.Comments)
+		if space != testsnap.PeakAllocated || objects != testsnap.WeightCount+5+1 {
+			t.Errorf("all %v: profile holds %d bytes in %d objects, want %d in %d", c.all, space, objects, testsnap.PeakAllocated, testsnap.WeightCount+6)
+		}
+		if !maps.Equal(leaf, c.leaf) {
+			t.Errorf("all %v: bytes by leaf function %v, want %v", c.all, leaf, c.leaf)
+		}
+		// One location per unique frame kept: main (train.py:8) is shared
+		// by the activation and spike stacks, forward differs by line.
+		frames := map[string]bool{}
+		for _, fs := range [][]snapshot.Frame{testsnap.WeightFrames, testsnap.ActivationFrames, testsnap.SpikeFrames} {
+			for _, f := range fs {
+				if c.all || !strings.HasPrefix(f.Filename, "torch/") {
+					frames[f.Filename+":"+f.Name+":"+strconv.FormatInt(f.Line, 10)] = true
+				}
+			}
+		}
+		if len(p.Location) != len(frames) {
+			t.Errorf("all %v: %d locations, want one per unique frame (%d)", c.all, len(p.Location), len(frames))
+		}
+		// Leaf first.
+		for _, s := range p.Sample {
+			if s.Value[1] != testsnap.Spike {
+				continue
+			}
+			var names []string
+			for _, l := range s.Location {
+				names = append(names, l.Line[0].Function.Name)
+			}
+			if got := strings.Join(names, " "); got != c.spike {
+				t.Errorf("all %v: spike stack %q, want %q", c.all, got, c.spike)
+			}
+		}
 	}
 }
 
