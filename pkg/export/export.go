@@ -23,15 +23,18 @@ const (
 	Events   Table = "events"
 	Blocks   Table = "blocks"
 	Segments Table = "segments"
+	// Stacks resolves the other tables' stack_id: one row per frame of
+	// each stack.
+	Stacks Table = "stacks"
 )
 
 // ParseTable reads a table name.
 func ParseTable(s string) (Table, error) {
 	switch t := Table(s); t {
-	case Events, Blocks, Segments:
+	case Events, Blocks, Segments, Stacks:
 		return t, nil
 	}
-	return "", fmt.Errorf("%q is not a table: choose events, blocks or segments", s)
+	return "", fmt.Errorf("%q is not a table: choose events, blocks, segments or stacks", s)
 }
 
 // Columns of each table, in order.
@@ -43,6 +46,10 @@ var (
 	SegmentColumns = []string{"device", "address", "total_size", "allocated_size", "active_size",
 		"requested_size", "stream", "pool", "pool_id", "expandable", "blocks", "stack_id",
 		"top_function", "top_file", "top_line"}
+	// StackColumns: depth 0 is the innermost frame; kind is user, library
+	// or internal (analysis.ClassifyFrame); shown says whether peak, oom,
+	// diff and pprof show the frame without --all-frames.
+	StackColumns = []string{"stack_id", "depth", "function", "file", "line", "kind", "shown"}
 )
 
 // Options select the rows.
@@ -62,6 +69,8 @@ func Write(w io.Writer, s *snapshot.Snapshot, o Options) (int, error) {
 		return writeBlocks(w, s, o)
 	case Segments:
 		return writeSegments(w, s, o)
+	case Stacks:
+		return writeStacks(w, s, o)
 	}
 	return 0, fmt.Errorf("export: unknown table %q", o.Table)
 }
@@ -178,6 +187,28 @@ func writeSegments(w io.Writer, s *snapshot.Snapshot, o Options) (int, error) {
 		rw.row(I(int64(seg.Device)), U(seg.Address), I(seg.TotalSize), I(seg.AllocatedSize), I(seg.ActiveSize),
 			I(seg.RequestedSize), I(seg.Stream), S(seg.Pool.String()), S(fmt.Sprintf("%d,%d", seg.PoolID[0], seg.PoolID[1])),
 			B(seg.Expandable), I(int64(len(seg.Blocks))), tf[0], tf[1], tf[2], tf[3])
+		if rw.err != nil {
+			return rw.rows, rw.err
+		}
+	}
+	return rw.rows, rw.close()
+}
+
+// writeStacks lists every stack of the file (the ids the other tables'
+// stack_id gives; the empty stack has none), frame by frame, innermost
+// first. Stacks belong to the file, not to a device: Device is ignored.
+func writeStacks(w io.Writer, s *snapshot.Snapshot, o Options) (int, error) {
+	rw := newRowWriter(w, o.Format, StackColumns)
+	fr := analysis.NewFrames(s.Stacks, false)
+	for id := snapshot.StackID(1); int(id) < s.Stacks.NumStacks(); id++ {
+		shown, _ := fr.Shown(id)
+		isShown := make(map[snapshot.Frame]bool, len(shown))
+		for _, f := range shown {
+			isShown[f] = true
+		}
+		for depth, f := range s.Stacks.Frames(id) {
+			rw.row(I(int64(id)), I(int64(depth)), S(f.Name), S(f.Filename), I(f.Line), S(analysis.ClassifyFrame(f).String()), B(isShown[f]))
+		}
 		if rw.err != nil {
 			return rw.rows, rw.err
 		}

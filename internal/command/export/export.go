@@ -33,8 +33,8 @@ type Options struct {
 func NewCmdExport(f *command.Factory, runF func(*Options) error) *cobra.Command {
 	opts := &Options{IO: f.IO}
 	cmd := &cobra.Command{
-		Use:   "export FILE [--format csv|json|jsonl] [--what events|blocks|segments] [-o OUT] [--device N]",
-		Short: "Write events, blocks or segments as a flat table (CSV, JSON) for data tools",
+		Use:   "export FILE [--format csv|json|jsonl] [--what events|blocks|segments|stacks] [-o OUT] [--device N]",
+		Short: "Write events, blocks, segments or stacks as a flat table (CSV, JSON) for data tools",
 		Long: `Write one table of a snapshot for pandas, DuckDB or a spreadsheet, to stdout
 or to -o OUT (written atomically). Rows are streamed as they are produced.
 
@@ -54,10 +54,16 @@ by replaying the trace; device_free is set on oom rows, whose addr is empty.
   stream, pool, pool_id, expandable, blocks, stack_id, top_function,
   top_file, top_line
 
+--what stacks: one row per frame of each stack, what stack_id stands for:
+  stack_id, depth (0: innermost), function, file, line, kind (user,
+  library, internal), shown (whether peak, oom, diff and pprof show it
+  without --all-frames); stacks belong to the file, so --device is ignored
+
 Sizes and addresses are integers (bytes). stack_id numbers the distinct
-stacks of the file; top_* is the innermost Python frame of the stack (the
-line of the program that allocated), or the innermost frame PyTorch's
-viewers show when the stack has no Python frame. Values that do not apply
+stacks of the file (--what stacks lists their frames); top_* is the
+allocation site, the frame peak names a stack by: the innermost frame of
+the program's own code, else of a library, else a Python frame, else a
+native frame that is not the allocator's or the interpreter's. Values that do not apply
 are empty in CSV and null in JSON. --format json writes one array of
 objects, jsonl one object per line.`,
 		Example: `  memstat export snapshot.pickle -o events.csv
@@ -82,7 +88,7 @@ objects, jsonl one object per line.`,
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&opts.Format, "format", "csv", "table format: {csv|json|jsonl}")
-	fl.StringVar(&opts.What, "what", "events", "table: {events|blocks|segments}")
+	fl.StringVar(&opts.What, "what", "events", "table: {events|blocks|segments|stacks}")
 	fl.StringVarP(&opts.Output, "output", "o", "", "file to write (default: stdout)")
 	fl.IntVar(&opts.Device, "device", -1, "export only this device (default: every device)")
 	return cmd

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -122,3 +123,69 @@ func TestRealEvents(t *testing.T) {
 		t.Errorf("first line %s: %v", lines[0], err)
 	}
 }
+
+// TestStacksResolveStackIDs: every stack_id of the events and blocks
+// tables has its frames in --what stacks, depths 0, 1, ... in order, and
+// the event's top_function is one of them, shown by default (a frame of
+// the stack peak names it by). Run on the fixture and on a published
+// snapshot recorded with C++ frames.
+func TestStacksResolveStackIDs(t *testing.T) {
+	fx, _ := fixture(t)
+	files := []string{fx}
+	if fs := realdata.FilesIfPresent(); len(fs) > 0 {
+		files = append(files, realdata.File(t, "silmont2000"))
+	} else {
+		t.Log("published snapshots absent (../shared/testdata/real): stacks checked on the fixture only")
+	}
+	for _, in := range files {
+		out, _, err := execExport(t, in, "--what", "stacks")
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows, err := csv.NewReader(strings.NewReader(out)).ReadAll()
+		if err != nil || len(rows) < 2 || strings.Join(rows[0], ",") != "stack_id,depth,function,file,line,kind,shown" {
+			t.Fatalf("%s: %v\n%.500s", in, err, out)
+		}
+		type frame struct{ function, shown string }
+		stacks := map[string][]frame{}
+		for _, r := range rows[1:] {
+			if want := len(stacks[r[0]]); r[1] != itoa(want) {
+				t.Fatalf("%s: stack %s: depth %s after %d frames", in, r[0], r[1], want)
+			}
+			stacks[r[0]] = append(stacks[r[0]], frame{r[2], r[6]})
+		}
+		for _, what := range []string{"events", "blocks"} {
+			out, _, err := execExport(t, in, "--what", what)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rows, err := csv.NewReader(strings.NewReader(out)).ReadAll()
+			if err != nil {
+				t.Fatal(err)
+			}
+			col := map[string]int{}
+			for i, c := range rows[0] {
+				col[c] = i
+			}
+			for _, r := range rows[1:] {
+				id, top := r[col["stack_id"]], r[col["top_function"]]
+				if id == "" {
+					continue
+				}
+				fs, ok := stacks[id]
+				if !ok {
+					t.Fatalf("%s: %s: stack_id %s is not in --what stacks", in, what, id)
+				}
+				found := top == ""
+				for _, f := range fs {
+					found = found || (f.function == top && f.shown == "true")
+				}
+				if !found {
+					t.Fatalf("%s: %s: top_function %q is not a shown frame of stack %s", in, what, top, id)
+				}
+			}
+		}
+	}
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
