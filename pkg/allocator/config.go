@@ -226,3 +226,18 @@ func (c *Config) divisionsString() string {
 	}
 	return "[" + strings.Join(items, ",") + "]"
 }
+
+// ErrAsyncBackend is what PyTorch raises when _record_memory_history runs
+// under backend:cudaMallocAsync (CudaMallocAsyncAllocator::recordHistory,
+// every release 2.0-2.10: a TORCH_CHECK(false, ...)): that backend keeps
+// no history and no per-block state, so there is no snapshot to record and
+// nothing for the native simulation to stand in for.
+var ErrAsyncBackend = errors.New("backend:cudaMallocAsync is not simulated: PyTorch's cudaMallocAsync backend records no memory history (\"cudaMallocAsync does not yet support recordHistory\") and keeps its own statistics; use backend:native")
+
+// CheckSimulated returns ErrAsyncBackend for backend:cudaMallocAsync.
+func (c Config) CheckSimulated() error {
+	if c.Backend == "cudaMallocAsync" {
+		return ErrAsyncBackend
+	}
+	return nil
+}

@@ -200,6 +200,9 @@ func (o *Options) prepare() (*run, error) {
 		return nil, command.FlagErrorf("--torch-version: %v", err)
 	}
 	cfg, err := allocator.ParseConfig(o.AllocConf, v)
+	if err == nil {
+		err = cfg.CheckSimulated()
+	}
 	if err != nil {
 		return nil, fmt.Errorf("--alloc-conf: %w", err)
 	}

@@ -201,3 +201,19 @@ func TestRecordNamesEachReleasesException(t *testing.T) {
 		}
 	}
 }
+
+// record refuses backend:cudaMallocAsync in one line: with that backend
+// _record_memory_history fails (CudaMallocAsyncAllocator::recordHistory,
+// "cudaMallocAsync does not yet support recordHistory", 2.0-2.10), so
+// PyTorch writes no snapshot, and simulating the native allocator instead
+// would write a file PyTorch never could.
+func TestRecordRefusesAsyncBackend(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "x.pickle")
+	_, _, err := runCommand(t, "-w train --alloc-conf backend:cudaMallocAsync -o "+f)
+	if err == nil || !strings.Contains(err.Error(), "--alloc-conf: backend:cudaMallocAsync is not simulated") || strings.Contains(err.Error(), "\n") {
+		t.Errorf("error %v, want one line refusing backend:cudaMallocAsync", err)
+	}
+	if _, statErr := os.Stat(f); statErr == nil {
+		t.Error("a snapshot was written")
+	}
+}

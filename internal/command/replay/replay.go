@@ -136,6 +136,9 @@ func runReplay(opts *Options) error {
 	var cfg *allocator.Config
 	if opts.conf != nil {
 		c, err := allocator.ParseConfig(*opts.conf, v)
+		if err == nil {
+			err = c.CheckSimulated()
+		}
 		if err != nil {
 			return command.FlagErrorf("--alloc-conf: %v (PyTorch %s)", err, v)
 		}

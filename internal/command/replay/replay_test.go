@@ -276,3 +276,14 @@ func TestMarkdownTablesEnd(t *testing.T) {
 		t.Fatalf("no markdown table in:\n%s", out)
 	}
 }
+
+// backend:cudaMallocAsync is refused with one line: PyTorch's async
+// backend records no history (CudaMallocAsyncAllocator::recordHistory is a
+// TORCH_CHECK(false) in every release 2.0-2.10), so there is no native
+// allocator to stand in for.
+func TestAsyncBackendRefused(t *testing.T) {
+	_, _, err := execReplay(t, realdata.File(t, "ZidongLiu"), "--alloc-conf", "backend:cudaMallocAsync")
+	if err == nil || !strings.Contains(err.Error(), "backend:cudaMallocAsync is not simulated") || strings.Contains(err.Error(), "\n") {
+		t.Errorf("error %v, want one line refusing backend:cudaMallocAsync", err)
+	}
+}
