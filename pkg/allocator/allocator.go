@@ -69,7 +69,12 @@ type Allocator struct {
 	// events to it.
 	pending addrTable
 	// streams holds the outstanding events per stream, sorted by stream
-	// (PyTorch iterates a hash map; a fixed order keeps runs reproducible).
+	// id. PyTorch keeps them in an unordered map (cuda_events, keyed by
+	// stream) and walks it in hash order, so no order is "the" order;
+	// ascending ids keep runs reproducible. When blocks of different
+	// streams complete in one pass, the order they are freed in decides
+	// which merge first, so inactive_split figures may differ from a
+	// real run's (docs/versions.md, "Event order").
 	streams  []*streamQueue
 	eventSeq uint64
 	nEvents  int
@@ -672,6 +677,9 @@ func (a *Allocator) CompleteAllStreamEvents() {
 
 // processEvents is process_events: per stream, pop completed events from
 // the front of the queue and free blocks whose last event completed.
+// Streams are walked in ascending id; PyTorch walks its unordered map in
+// hash order, so with completions on several streams in one pass the
+// inactive_split counters may differ (see a.streams).
 func (a *Allocator) processEvents(ctx snapshot.StackID) {
 	kept := a.streams[:0]
 	for _, q := range a.streams {
