@@ -6,7 +6,7 @@ PKGS    := ./...
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X github.com/memstat/memstat/internal/command/root.Version=$(VERSION)
 
-.PHONY: all build run test vet fuzz bench install clean
+.PHONY: all build run test vet fuzz bench fidelity install clean
 
 all: build
 
@@ -30,6 +30,14 @@ vet:
 # when those are absent.
 test: vet
 	$(GO) test -count=1 $(PKGS)
+
+# The round-trip harness at length: FIDELITY_RUNS random workloads per
+# allocator setting and PyTorch release are recorded, written, read back
+# and replayed; the table (README, "Fidelity") gives the share whose exact
+# figures all equal the simulator's and whose bounds all hold.
+FIDELITY_RUNS ?= 200
+fidelity:
+	$(GO) test -count=1 -timeout 60m -run '^TestRoundTrip$$' ./pkg/allocator -v -roundtrip.runs=$(FIDELITY_RUNS) -roundtrip.table | grep -v '^=== RUN\|^--- PASS\|^PASS$$\|^ok '
 
 # A short run of every fuzz target (CI runs this too).
 FUZZTIME ?= 20s

@@ -23,6 +23,10 @@ type ReplayResult struct {
 	// Stats are the same figures as a struct (all counters, whatever the
 	// version).
 	Stats Stats `json:"-"`
+	// Bounds hold the memory_stats figures the recording does not
+	// determine (num_alloc_retries, ...), by flat key; those keys are not
+	// in MemoryStats. Each bound contains the true value.
+	Bounds map[string]Bound `json:"-"`
 
 	History History `json:"history"`
 	// Agreement compares the replayed final state with the snapshot's

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"sort"
 
@@ -247,21 +248,11 @@ func (r *Replay) inferTotalMemory() int64 {
 			bases[k] = addr
 		}
 	}
-	for i, e := range r.trace {
-		if e.Action != snapshot.ActionSegmentMap {
-			continue
-		}
-		largestMap = max(largestMap, e.Size)
-		small := false
-		for _, f := range r.trace[i+1:] {
-			if f.Action == snapshot.ActionAlloc || f.Action == snapshot.ActionOOM {
-				small = r.cfg.RoundSize(f.Size) <= SmallSize
-				break
-			}
-		}
-		// Each pool has reservations of its own: the map's pool is its
-		// pool_id, or that of the final segment holding it.
-		k := key{stream: r.streams.of(&e), small: small}
+	// mapKey is the reservation key of the segment_map at entry i: its
+	// stream, its pool kind and its private pool (pool_id, or that of
+	// the final segment holding it).
+	mapKey := func(i int, e snapshot.TraceEntry) key {
+		k := key{stream: r.streams.of(&e), small: r.mapIsSmall(i)}
 		if r.snap.Features.TracePoolID {
 			k.pool = r.snap.Context(&e).Pool
 		} else if n := sort.Search(len(r.final), func(x int) bool { return r.final[x].Address > e.Addr }); n > 0 {
@@ -269,26 +260,76 @@ func (r *Replay) inferTotalMemory() int64 {
 				k.pool = f.PoolID
 			}
 		}
+		return k
+	}
+	for i, e := range r.trace {
+		if e.Action != snapshot.ActionSegmentMap {
+			continue
+		}
+		largestMap = max(largestMap, e.Size)
+		k := mapKey(i, e)
 		if _, ok := bases[k]; !ok {
 			bases[k] = e.Addr
 		}
 	}
+	mapped := maps.Clone(bases)
 	for _, s := range r.final {
 		if s.Expandable {
 			note(key{s.Stream, s.Pool == snapshot.SmallPool, s.PoolID}, s.Address)
 		}
 	}
-	var addrs []uint64
-	for _, b := range bases {
-		addrs = append(addrs, b)
+	type base struct {
+		addr uint64
+		page int64
 	}
-	slices.Sort(addrs)
-	for i := 1; i < len(addrs); i++ {
-		// The reservation, 1 1/8 of the memory rounded up to whole large
-		// pages, must fit in the gap: whole pages of it, 8/9 of them.
-		gap := int64(addrs[i]-addrs[i-1]) / LargeBuffer * LargeBuffer
+	pageOf := func(k key) int64 {
+		if k.small {
+			return SmallBuffer
+		}
+		return LargeBuffer
+	}
+	var addrs []base
+	for k, b := range bases {
+		addrs = append(addrs, base{b, pageOf(k)})
+	}
+	slices.SortFunc(addrs, func(x, y base) int {
+		switch {
+		case x.addr < y.addr:
+			return -1
+		case x.addr > y.addr:
+			return 1
+		}
+		return 0
+	})
+	bound := func(gap, page int64) {
+		gap = gap / page * page
 		if t := gap / 9 * 8; t > 0 && t < limit {
 			limit = t
+		}
+	}
+	for i := 1; i < len(addrs); i++ {
+		// The lower reservation is total + total/8 rounded up to its
+		// own pages (2 MiB small, 20 MiB large) and fits in the gap, so
+		// total*9/8 <= the gap rounded down to those pages. Rounding by
+		// 20 MiB whatever the pool made small reservations too short,
+		// not rounding at all made them too long; either way a recorded
+		// new reservation was taken for a map inside an old one.
+		bound(int64(addrs[i].addr-addrs[i-1].addr), addrs[i-1].page)
+	}
+	// A map for another (stream, pool) above a reservation's first
+	// recorded map lies beyond that reservation (the driver hands out
+	// rising addresses; a released reservation is not reused before the
+	// replay could tell). Final segments may start past their
+	// reservation's base, so they do not bound it this way.
+	for i, e := range r.trace {
+		if e.Action != snapshot.ActionSegmentMap {
+			continue
+		}
+		k := mapKey(i, e)
+		for bk, b := range mapped {
+			if bk != k && b < e.Addr {
+				bound(int64(e.Addr-b), pageOf(bk))
+			}
 		}
 	}
 	// One map lies inside one reservation of 1 1/8 x totalGlobalMem, so
@@ -298,6 +339,17 @@ func (r *Replay) inferTotalMemory() int64 {
 		limit = need
 	}
 	return limit
+}
+
+// mapIsSmall reports whether the segment_map at entry i serves a
+// small-pool request: the pool of the allocation (or oom) it was made for.
+func (r *Replay) mapIsSmall(i int) bool {
+	for _, f := range r.trace[i+1:] {
+		if f.Action == snapshot.ActionAlloc || f.Action == snapshot.ActionOOM {
+			return r.cfg.RoundSize(f.Size) <= SmallSize
+		}
+	}
+	return false
 }
 
 func (r *Replay) newAllocator(capacity, total int64, hook func(SegmentRequest) (uint64, bool)) error {
@@ -578,6 +630,16 @@ func (r *Replay) Result() *ReplayResult {
 	r.res.OOMs.Simulated = int(st.NumOOMs)
 	r.res.Stats = st
 	r.res.MemoryStats = r.a.MemoryStats()
+	if r.opts.Mode == Follow {
+		// What the recording does not determine is a bound, not the
+		// simulator's guess.
+		if len(r.trace) == 0 {
+			r.res.Bounds = unknownCounterBounds(r.cfg.Version)
+		} else {
+			r.res.Bounds = traceBounds(r.trace, r.cfg.Version)
+		}
+		r.res.MemoryStats = applyBounds(r.res.MemoryStats, r.res.Bounds)
+	}
 	r.res.PeakAllocated = r.peakAlloc
 	r.res.PeakReserved = r.peakRes
 	r.res.FragmentationAtPeakReserved = r.frag
@@ -1007,6 +1069,18 @@ func (r *Replay) force(i, j int, what func() string) {
 		case snapshot.ActionOOM:
 			a.forceOOM(e, r.streams.of(&e))
 			r.forcedOOMs++
+		case snapshot.ActionFreeCompleted, snapshot.ActionFree:
+			// A fallback's synchronization completed this free inside
+			// the call; the segment_free after it may release its
+			// segment, so it is applied in its place.
+			switch {
+			case a.pending.get(e.Addr) != nil:
+				err = a.CompletePendingFree(e.Addr, e.Stack)
+			case a.Allocated(e.Addr):
+				err = a.Free(e.Addr, e.Stack)
+			default:
+				err = errors.New("nothing is allocated at that address")
+			}
 		}
 		if err != nil {
 			r.unapplied(k, err)

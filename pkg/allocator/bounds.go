@@ -1,0 +1,144 @@
+package allocator
+
+import (
+	"encoding/json"
+	"slices"
+	"strconv"
+
+	"github.com/memstat/memstat/pkg/snapshot"
+)
+
+// Bound is what the recording tells about a memory_stats figure it does
+// not determine: the true value lies in [Min, Max] (Max nil: no upper
+// bound). Reason says in a sentence why the figure is not exact.
+type Bound struct {
+	Min    int64  `json:"min"`
+	Max    *int64 `json:"max"`
+	Reason string `json:"-"`
+}
+
+// Contains reports whether x lies inside the bound.
+func (b Bound) Contains(x int64) bool {
+	return x >= b.Min && (b.Max == nil || x <= *b.Max)
+}
+
+// Exact reports whether the bound pins one value.
+func (b Bound) Exact() bool { return b.Max != nil && *b.Max == b.Min }
+
+// String renders the bound as the text output prints it: ">= 3" or "3-5".
+func (b Bound) String() string {
+	switch {
+	case b.Max == nil:
+		return ">= " + strconv.FormatInt(b.Min, 10)
+	case *b.Max == b.Min:
+		return strconv.FormatInt(b.Min, 10)
+	}
+	return strconv.FormatInt(b.Min, 10) + "-" + strconv.FormatInt(*b.Max, 10)
+}
+
+// MarshalJSON writes {"min": 3, "max": 5} ("max": null when unbounded).
+func (b Bound) MarshalJSON() ([]byte, error) {
+	type plain Bound
+	return json.Marshal(plain(b))
+}
+
+// Reasons printed in the notes of a bounded figure.
+const (
+	reasonRetries = "a cudaMalloc retried after emptying the cache leaves the same trace as torch.cuda.empty_cache() (or garbage collection) followed by a new segment; every oom entry is one retry"
+	reasonSyncs   = "every torch.cuda.empty_cache() and every retry after an out-of-memory synchronizes all streams, but an empty_cache() that releases nothing leaves no trace entry"
+	reasonNoTrace = "the snapshot has no trace for this device"
+)
+
+// traceBounds works out the memory_stats counters a recorded trace does
+// not determine (allocator model §4, §5.3, §6.2; CUDACachingAllocator.cpp
+// malloc and release_cached_blocks, 2.0 to 2.10):
+//
+//   - num_alloc_retries counts alloc_block(isRetry=true), which runs after
+//     release_cached_blocks when cudaMalloc failed and
+//     release_available_cached_blocks did not help. Every oom entry had
+//     one. A retry that succeeds creates a segment after the cache was
+//     emptied: segment_free/segment_unmap entries, then segment_alloc or
+//     segment_map, then the alloc; an empty_cache() by the program, garbage
+//     collection or release_available_cached_blocks before a new segment
+//     leave the same entries. So each allocation whose entries since the
+//     program's previous call show a release followed by a new segment may
+//     or may not have been a retry.
+//   - num_sync_all_streams (2.3+) counts synchronize_and_free_events:
+//     once per release_cached_blocks, i.e. per empty_cache() and per retry.
+//     An empty_cache() with nothing to release and no pending frees leaves
+//     no entry, so there is no upper bound. A release run the program's
+//     next call does not follow with a new segment or an oom can only be
+//     an empty_cache(): garbage collection and the fallbacks run inside an
+//     allocation that then needs a new segment.
+//
+// The program's calls are the entries it makes directly: alloc, oom,
+// free_requested and snapshot; free_completed and the segment events may
+// come from inside an allocator call.
+func traceBounds(trace []snapshot.TraceEntry, v Version) map[string]Bound {
+	var ooms, ambiguous, sureEmpty int64
+	released, grew := false, false
+	endGap := func(call snapshot.Action) {
+		switch {
+		case call == snapshot.ActionOOM:
+			ooms++
+		case released && grew && call == snapshot.ActionAlloc:
+			ambiguous++
+		case released && !grew:
+			sureEmpty++
+		}
+		released, grew = false, false
+	}
+	for _, e := range trace {
+		switch e.Action {
+		case snapshot.ActionSegmentFree, snapshot.ActionSegmentUnmap:
+			released = true
+		case snapshot.ActionSegmentAlloc, snapshot.ActionSegmentMap:
+			if released {
+				grew = true
+			}
+		case snapshot.ActionAlloc, snapshot.ActionOOM, snapshot.ActionFreeRequested, snapshot.ActionSnapshot:
+			endGap(e.Action)
+		}
+	}
+	if released && !grew {
+		sureEmpty++
+	}
+	out := map[string]Bound{}
+	maxRetries := ooms + ambiguous
+	out["num_alloc_retries"] = Bound{Min: ooms, Max: &maxRetries, Reason: reasonRetries}
+	if v.hasDeviceCounters() {
+		out["num_sync_all_streams"] = Bound{Min: ooms + sureEmpty, Reason: reasonSyncs}
+	}
+	return out
+}
+
+// unknownCounterBounds are the bounds of a device without a trace: the
+// counters could be anything the final state allows.
+func unknownCounterBounds(v Version) map[string]Bound {
+	out := map[string]Bound{"num_alloc_retries": {Reason: reasonNoTrace}}
+	if v.hasDeviceCounters() {
+		out["num_sync_all_streams"] = Bound{Reason: reasonNoTrace}
+	}
+	return out
+}
+
+// applyBounds moves the bounded keys out of the exact figures.
+func applyBounds(stats []KeyValue, bounds map[string]Bound) []KeyValue {
+	out := stats[:0]
+	for _, kv := range stats {
+		if _, ok := bounds[kv.Key]; !ok {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+// BoundKeys returns the keys of bounds in memory_stats order (sorted).
+func BoundKeys(bounds map[string]Bound) []string {
+	keys := make([]string, 0, len(bounds))
+	for k := range bounds {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

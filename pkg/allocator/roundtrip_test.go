@@ -1,0 +1,365 @@
+package allocator
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"text/tabwriter"
+
+	"github.com/memstat/memstat/pkg/snapshot"
+)
+
+// The round-trip harness (issue 12): random workloads are recorded with the
+// simulator, written as a snapshot, read back and replayed in follow mode.
+// Every figure the replay prints as exact must equal the simulator's own
+// memory_stats(), every bound must contain it, and every placement and
+// segment event must be reproduced.
+//
+// `go test ./pkg/allocator -run TestRoundTrip` runs a few seeds per
+// setting and version; `make fidelity` runs thousands and prints the
+// table of the README's fidelity section (-roundtrip.runs or
+// MEMSTAT_FIDELITY_RUNS: runs per setting and version).
+
+var (
+	roundTripRuns  = flag.Int("roundtrip.runs", 0, "round-trip runs per setting and version (0: MEMSTAT_FIDELITY_RUNS, else 2; 1 in -short)")
+	roundTripTable = flag.Bool("roundtrip.table", false, "print the round-trip fidelity table")
+)
+
+// rtSetting is one allocator setting the harness records under.
+type rtSetting struct {
+	name     string
+	conf     string
+	fraction float64
+	streams  int  // streams used (1: the default stream only)
+	runtime  bool // _set_allocator_settings at random points
+	// knownDrift says why the replay does not yet follow recordings of
+	// this setting exactly; its failures are counted in the table and
+	// logged, not failed (issue 12 lists what is left).
+	knownDrift string
+}
+
+var rtSettings = []rtSetting{
+	{name: "default", conf: "", streams: 1},
+	{name: "max_split_size_mb:64", conf: "max_split_size_mb:64", streams: 1},
+	{name: "roundup_power2_divisions:4", conf: "roundup_power2_divisions:4", streams: 1},
+	{name: "gc:0.5+fraction:0.8", conf: "garbage_collection_threshold:0.5", fraction: 0.8, streams: 1},
+	{name: "expandable_segments", conf: "expandable_segments:True", streams: 1},
+	{name: "3 streams+max_split_size_mb:64", conf: "max_split_size_mb:64", streams: 3},
+	{name: "3 streams+expandable", conf: "expandable_segments:True", streams: 3},
+	{name: "runtime settings", conf: "", streams: 2, runtime: true,
+		knownDrift: "expandable_segments switched at runtime changes should_split for every block; the replay splits by the recorded (final) setting"},
+}
+
+var (
+	rtDebugExamples bool
+	rtDebugTrace    func([]snapshot.TraceEntry)
+)
+
+var rtVersions = []Version{V2_0, V2_1, V2_2, V2_3, V2_4, V2_5, V2_6, V2_7, V2_8, V2_9, V2_10}
+
+// rtStreams are the stream handles a workload uses.
+var rtStreams = []int64{0, 0x5a1, 0x5b2}
+
+const rtCapacity = 1 << 30
+
+// rtWorkload is one recorded random workload.
+type rtWorkload struct {
+	rng     *rand.Rand
+	a       *Allocator
+	set     rtSetting
+	v       Version
+	live    []uint64
+	streams []int64
+	ops     []string // what ran, for failure messages
+}
+
+func (w *rtWorkload) size() int64 {
+	r := w.rng.Float64()
+	var lo, hi float64
+	switch {
+	case r < 0.35:
+		lo, hi = 1, 1<<20 // small pool
+	case r < 0.8:
+		lo, hi = 1<<20, 40<<20 // large pool
+	case r < 0.95:
+		lo, hi = 40<<20, 300<<20 // oversize under max_split_size_mb:64
+	default:
+		lo, hi = 300<<20, 1200<<20 // OOMs on a 1 GiB device
+	}
+	n := int64(lo * math.Pow(hi/lo, w.rng.Float64()))
+	if w.rng.IntN(4) == 0 {
+		n &^= 511
+	}
+	return max(n, 1)
+}
+
+// runtimeConf is a random _set_allocator_settings string the version
+// accepts. Only expandable_segments is switched: a snapshot records the
+// settings at its end, and the trace shows which kind of segment each
+// allocation came from. max_split_size_mb and roundup_power2_divisions
+// changed at runtime change block sizes the trace does not record (and
+// lowering max_split_size_mb makes release_available_cached_blocks
+// cudaFree a block split under the old value, a CUDA error in PyTorch).
+func (w *rtWorkload) runtimeConf() string {
+	return "expandable_segments:" + pyBool(w.rng.IntN(2) == 0)
+}
+
+func (w *rtWorkload) step() error {
+	a := w.a
+	stack := snapshot.NoStack
+	switch r := w.rng.IntN(100); {
+	case r < 48 || len(w.live) == 0:
+		size := w.size()
+		s := w.streams[w.rng.IntN(len(w.streams))]
+		addr, err := a.Malloc(size, s, stack)
+		w.ops = append(w.ops, fmt.Sprintf("malloc(%d, %#x)", size, s))
+		var oom *OOMError
+		switch {
+		case errors.As(err, &oom):
+		case err != nil:
+			return err
+		default:
+			w.live = append(w.live, addr)
+		}
+	case r < 85:
+		j := w.rng.IntN(len(w.live))
+		addr := w.live[j]
+		w.live = slices.Delete(w.live, j, j+1)
+		w.ops = append(w.ops, fmt.Sprintf("free(%#x)", addr))
+		return a.Free(addr, stack)
+	case r < 91:
+		if len(w.streams) == 1 {
+			return nil
+		}
+		addr := w.live[w.rng.IntN(len(w.live))]
+		s := w.streams[w.rng.IntN(len(w.streams))]
+		w.ops = append(w.ops, fmt.Sprintf("record_stream(%#x, %#x)", addr, s))
+		return a.RecordStream(addr, s)
+	case r < 96:
+		s := w.streams[w.rng.IntN(len(w.streams))]
+		w.ops = append(w.ops, fmt.Sprintf("synchronize(%#x)", s))
+		a.CompleteStreamEvents(s)
+	case r < 98:
+		w.ops = append(w.ops, "empty_cache()")
+		a.EmptyCache(stack)
+	default:
+		if !w.set.runtime || !w.v.hasExpandableSegments() {
+			return nil
+		}
+		conf := w.runtimeConf()
+		w.ops = append(w.ops, fmt.Sprintf("_set_allocator_settings(%q)", conf))
+		return a.SetAllocatorSettings(conf)
+	}
+	return nil
+}
+
+// rtOutcome is what one round trip found.
+type rtOutcome struct {
+	skipped  string   // the setting does not exist in the version
+	problems []string // empty: every exact figure equal, every bound holds
+}
+
+// roundTrip records one workload, writes and reads its snapshot, replays
+// it and compares.
+func roundTrip(set rtSetting, v Version, seed uint64, ops int) rtOutcome {
+	cfg, err := ParseConfig(set.conf, v)
+	if err != nil {
+		return rtOutcome{skipped: err.Error()}
+	}
+	a, err := New(cfg, Options{Capacity: rtCapacity})
+	if err != nil {
+		return rtOutcome{problems: []string{err.Error()}}
+	}
+	if set.fraction > 0 {
+		if err := a.SetMemoryFraction(set.fraction); err != nil {
+			return rtOutcome{problems: []string{err.Error()}}
+		}
+	}
+	if err := a.RecordHistory(HistoryOptions{Enabled: HistoryAll, Context: ContextAll}); err != nil {
+		return rtOutcome{problems: []string{err.Error()}}
+	}
+	w := &rtWorkload{rng: rand.New(rand.NewPCG(seed, uint64(v))), a: a, set: set, v: v, streams: rtStreams[:set.streams]}
+	for range ops {
+		if err := w.step(); err != nil {
+			return rtOutcome{problems: []string{fmt.Sprintf("workload: %v after %s", err, strings.Join(lastOps(w.ops, 3), "; "))}}
+		}
+	}
+	truth := a.MemoryStats()
+	var buf bytes.Buffer
+	if err := snapshot.Write(&buf, a.Snapshot()); err != nil {
+		return rtOutcome{problems: []string{"write: " + err.Error()}}
+	}
+	snap, err := snapshot.Read(bytes.NewReader(buf.Bytes()), int64(buf.Len()))
+	if err != nil {
+		return rtOutcome{problems: []string{"read: " + err.Error()}}
+	}
+	ro := ReplayOptions{Version: v}
+	if !v.hasAllocatorSettings() {
+		// The file does not carry its settings: the user names them
+		// (memstat replay --alloc-conf).
+		ro.Config = &cfg
+	}
+	if rtDebugTrace != nil {
+		rtDebugTrace(snap.Trace(0))
+	}
+	// Every recorded placement must be where the replayed state has the
+	// allocation, whoever decided it (the simulator or a forced step).
+	var misplaced []string
+	ro.OnEvent = func(i int, e snapshot.TraceEntry, ra *Allocator) {
+		if e.Action == snapshot.ActionAlloc && !ra.Allocated(e.Addr) && len(misplaced) < 3 {
+			misplaced = append(misplaced, fmt.Sprintf("entry %d: alloc at %#x is not in the replayed state", i, e.Addr))
+		}
+	}
+	r, err := NewReplay(snap, ro)
+	if err != nil {
+		return rtOutcome{problems: []string{"replay: " + err.Error()}}
+	}
+	res, err := r.Run()
+	if err != nil {
+		return rtOutcome{problems: []string{"replay: " + err.Error()}}
+	}
+	return rtOutcome{problems: append(misplaced, compareRoundTrip(truth, res)...)}
+}
+
+func lastOps(ops []string, n int) []string {
+	return ops[max(0, len(ops)-n):]
+}
+
+// compareRoundTrip lists every difference between the simulator's
+// memory_stats and the replay's figures.
+func compareRoundTrip(truth []KeyValue, res *ReplayResult) []string {
+	var out []string
+	got := res.MemoryStatsMap()
+	for _, kv := range truth {
+		if b, ok := res.Bounds[kv.Key]; ok {
+			if _, dup := got[kv.Key]; dup {
+				out = append(out, fmt.Sprintf("%s is both exact and bounded", kv.Key))
+			}
+			if !b.Contains(kv.Value) {
+				out = append(out, fmt.Sprintf("%s: bound %s does not contain %d", kv.Key, b, kv.Value))
+			}
+			continue
+		}
+		g, ok := got[kv.Key]
+		switch {
+		case !ok:
+			out = append(out, fmt.Sprintf("%s: missing (truth %d)", kv.Key, kv.Value))
+		case g != kv.Value:
+			out = append(out, fmt.Sprintf("%s: replay %d, truth %d", kv.Key, g, kv.Value))
+		}
+	}
+	if len(got)+len(res.Bounds) != len(truth) {
+		out = append(out, fmt.Sprintf("replay has %d figures and %d bounds, truth %d", len(got), len(res.Bounds), len(truth)))
+	}
+	// The simulator's own decisions may differ from the recording (it
+	// does not know the memory fraction, nor which release was an
+	// empty_cache()); the replayed state must follow the recording all
+	// the same: nothing left unapplied, the final state equal.
+	f := res.Fidelity
+	if f.Unapplied > 0 {
+		out = append(out, fmt.Sprintf("%d entries not applied", f.Unapplied))
+	}
+	if res.Agreement != nil && !res.Agreement.Exact() {
+		out = append(out, fmt.Sprintf("final state: %d mismatches with the snapshot", res.Agreement.MismatchCount))
+	}
+	if len(out) > 0 && len(f.Examples) > 0 {
+		out = append(out, "first divergence: "+f.Examples[0])
+	}
+	if rtDebugExamples {
+		out = append(out, f.Examples...)
+		out = append(out, res.Warnings...)
+		if res.Agreement != nil {
+			out = append(out, res.Agreement.Mismatches...)
+		}
+	}
+	return out
+}
+
+func roundTripRunCount(t *testing.T) int {
+	if *roundTripRuns > 0 {
+		return *roundTripRuns
+	}
+	if s := os.Getenv("MEMSTAT_FIDELITY_RUNS"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n <= 0 {
+			t.Fatalf("MEMSTAT_FIDELITY_RUNS=%q: want a positive number", s)
+		}
+		return n
+	}
+	if testing.Short() {
+		return 1
+	}
+	return 2
+}
+
+// TestRoundTrip is the harness: every setting × every version × runs
+// seeds. It fails on the first seeds that do not round-trip and, with
+// -roundtrip.table, prints the fidelity table.
+func TestRoundTrip(t *testing.T) {
+	runs := roundTripRunCount(t)
+	ops := 250
+	type cell struct{ runs, exact int }
+	table := make(map[string]map[Version]*cell)
+	for _, set := range rtSettings {
+		table[set.name] = make(map[Version]*cell)
+		for _, v := range rtVersions {
+			c := &cell{}
+			table[set.name][v] = c
+			failures := 0
+			for seed := uint64(1); seed <= uint64(runs); seed++ {
+				o := roundTrip(set, v, seed, ops)
+				if o.skipped != "" {
+					break
+				}
+				c.runs++
+				if len(o.problems) == 0 {
+					c.exact++
+					continue
+				}
+				if failures++; set.knownDrift != "" {
+					if failures == 1 {
+						t.Logf("known drift (%s): %s, %s, seed %d: %s", set.knownDrift, set.name, v, seed, o.problems[0])
+					}
+				} else if failures <= 2 {
+					t.Errorf("%s, %s, seed %d:\n  %s", set.name, v, seed, strings.Join(o.problems, "\n  "))
+				}
+			}
+		}
+	}
+	if !*roundTripTable {
+		return
+	}
+	var b strings.Builder
+	tw := tabwriter.NewWriter(&b, 0, 0, 1, ' ', tabwriter.AlignRight|tabwriter.Debug)
+	fmt.Fprint(tw, "setting \t")
+	for _, v := range rtVersions {
+		fmt.Fprintf(tw, " %s\t", v)
+	}
+	fmt.Fprintln(tw)
+	names := make([]string, 0, len(table))
+	for _, s := range rtSettings {
+		names = append(names, s.name)
+	}
+	for _, n := range names {
+		fmt.Fprintf(tw, "%s \t", n)
+		for _, v := range rtVersions {
+			c := table[n][v]
+			if c.runs == 0 {
+				fmt.Fprint(tw, " n/a\t")
+				continue
+			}
+			fmt.Fprintf(tw, " %d: %.0f%%\t", c.runs, 100*float64(c.exact)/float64(c.runs))
+		}
+		fmt.Fprintln(tw)
+	}
+	tw.Flush()
+	fmt.Printf("runs per setting and version: %% with every exact figure equal, every bound holding and every placement and segment event reproduced\n%s", b.String())
+}
