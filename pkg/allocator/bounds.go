@@ -46,7 +46,7 @@ func (b Bound) MarshalJSON() ([]byte, error) {
 const (
 	reasonRetries = "a cudaMalloc retried after emptying the cache leaves the same trace as torch.cuda.empty_cache() (or garbage collection) followed by a new segment; every oom entry is one retry"
 	reasonSyncs   = "every torch.cuda.empty_cache() and every retry after an out-of-memory synchronizes all streams, but an empty_cache() that releases nothing leaves no trace entry"
-	reasonNoTrace = "the snapshot has no trace for this device"
+	reasonNoTrace = "the snapshot has no trace for this device: only its final state is known"
 )
 
 // traceBounds works out the memory_stats counters a recorded trace does
@@ -112,22 +112,35 @@ func traceBounds(trace []snapshot.TraceEntry, v Version) map[string]Bound {
 	return out
 }
 
-// unknownCounterBounds are the bounds of a device without a trace: the
-// counters could be anything the final state allows.
-func unknownCounterBounds(v Version) map[string]Bound {
-	out := map[string]Bound{"num_alloc_retries": {Reason: reasonNoTrace}}
+// noTraceBounds are the counters' bounds for a device without a trace:
+// at least what the final state needed (one cudaMalloc or map per
+// segment), otherwise unknown. (Peaks and cumulative figures of such a
+// device are described by its history note.)
+func noTraceBounds(segments int64, v Version) map[string]Bound {
+	out := map[string]Bound{}
+	out["num_alloc_retries"] = Bound{Reason: reasonNoTrace}
+	out["num_ooms"] = Bound{Reason: reasonNoTrace}
 	if v.hasDeviceCounters() {
 		out["num_sync_all_streams"] = Bound{Reason: reasonNoTrace}
+		out["num_device_alloc"] = Bound{Min: segments, Reason: reasonNoTrace}
+		out["num_device_free"] = Bound{Reason: reasonNoTrace}
 	}
 	return out
 }
 
-// applyBounds moves the bounded keys out of the exact figures.
+// applyBounds moves the bounded keys out of the exact figures. A bound
+// that pins one value is no bound: the figure stays, with that value
+// (the recording's, whatever the simulator counted), and the bound goes.
 func applyBounds(stats []KeyValue, bounds map[string]Bound) []KeyValue {
 	out := stats[:0]
 	for _, kv := range stats {
-		if _, ok := bounds[kv.Key]; !ok {
+		b, ok := bounds[kv.Key]
+		switch {
+		case !ok:
 			out = append(out, kv)
+		case b.Exact():
+			out = append(out, KeyValue{kv.Key, b.Min})
+			delete(bounds, kv.Key)
 		}
 	}
 	return out

@@ -634,7 +634,7 @@ func (r *Replay) Result() *ReplayResult {
 		// What the recording does not determine is a bound, not the
 		// simulator's guess.
 		if len(r.trace) == 0 {
-			r.res.Bounds = unknownCounterBounds(r.cfg.Version)
+			r.res.Bounds = noTraceBounds(int64(r.a.numSegments()), r.cfg.Version)
 		} else {
 			r.res.Bounds = traceBounds(r.trace, r.cfg.Version)
 		}

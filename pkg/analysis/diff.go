@@ -1,9 +1,11 @@
 package analysis
 
 import (
+	"maps"
 	"slices"
 	"strings"
 
+	"github.com/memstat/memstat/pkg/allocator"
 	"github.com/memstat/memstat/pkg/snapshot"
 )
 
@@ -18,6 +20,26 @@ type Figure struct {
 	Delta     int64  `json:"delta"`
 	IsBytes   bool   `json:"bytes"`
 	KeyFigure bool   `json:"key_figure"`
+	// BoundBefore/BoundAfter are set where a side does not determine the
+	// figure (Before/After are then the bound's lower end, and Delta is
+	// 0: no change can be claimed).
+	BoundBefore *allocator.Bound `json:"bound_before,omitempty"`
+	BoundAfter  *allocator.Bound `json:"bound_after,omitempty"`
+}
+
+// Bounded reports whether either side is a bound.
+func (f *Figure) Bounded() bool { return f.BoundBefore != nil || f.BoundAfter != nil }
+
+// Changed reports whether the figure differs (bounds: whether they are
+// not the same bound).
+func (f *Figure) Changed() bool {
+	if f.InBefore != f.InAfter {
+		return true
+	}
+	if f.Bounded() {
+		return f.BoundBefore == nil || f.BoundAfter == nil || f.BoundBefore.String() != f.BoundAfter.String()
+	}
+	return f.Delta != 0
 }
 
 // KeyFigures are the memory_stats keys `memstat diff` lists first.
@@ -72,6 +94,8 @@ type DeviceDiff struct {
 	// Figures are memory_stats, key figures first, then the rest in
 	// PyTorch's order.
 	Figures []Figure `json:"memory_stats"`
+	// Bounds are each side's figures its snapshot does not determine.
+	Bounds DiffBounds `json:"bounds"`
 	// FragmentationBefore/After are the fragmentation at peak reserved.
 	FragmentationBefore float64 `json:"fragmentation_before"`
 	FragmentationAfter  float64 `json:"fragmentation_after"`
@@ -93,13 +117,19 @@ type DeviceDiff struct {
 	PeakAfter  *Moment `json:"peak_after,omitempty"`
 }
 
+// DiffBounds are the bounded figures of the two sides of a diff.
+type DiffBounds struct {
+	Before map[string]allocator.Bound `json:"before"`
+	After  map[string]allocator.Bound `json:"after"`
+}
+
 // Same reports whether nothing differs.
 func (d *DeviceDiff) Same() bool {
 	if !d.InBefore || !d.InAfter || len(d.Stacks) > 0 || len(d.Segments) > 0 {
 		return false
 	}
 	for _, f := range d.Figures {
-		if f.Delta != 0 || f.InBefore != f.InAfter {
+		if f.Changed() {
 			return false
 		}
 	}
@@ -125,6 +155,22 @@ func DiffDevices(device int, before, after *DiffSide) *DeviceDiff {
 		return s.Replayed.Result.MemoryStatsMap()
 	}
 	mb, ma := stats(before), stats(after)
+	bounds := func(s *DiffSide) map[string]allocator.Bound {
+		out := map[string]allocator.Bound{}
+		if s != nil {
+			maps.Copy(out, s.Replayed.Result.Bounds)
+		}
+		return out
+	}
+	d.Bounds = DiffBounds{Before: bounds(before), After: bounds(after)}
+	// A bounded figure is listed like the others, its lower end standing
+	// in for the value.
+	for k, b := range d.Bounds.Before {
+		mb[k] = b.Min
+	}
+	for k, b := range d.Bounds.After {
+		ma[k] = b.Min
+	}
 	var keys []string
 	seen := map[string]bool{}
 	for _, k := range KeyFigures {
@@ -145,12 +191,27 @@ func DiffDevices(device int, before, after *DiffSide) *DeviceDiff {
 				keys = append(keys, kv.Key)
 			}
 		}
+		for _, k := range allocator.BoundKeys(s.Replayed.Result.Bounds) {
+			if !seen[k] {
+				seen[k] = true
+				keys = append(keys, k)
+			}
+		}
 	}
 	for _, k := range keys {
 		f := Figure{Key: k, IsBytes: strings.Contains(k, "bytes") || k == "max_split_size", KeyFigure: slices.Contains(KeyFigures, k)}
 		f.Before, f.InBefore = mb[k]
 		f.After, f.InAfter = ma[k]
 		f.Delta = f.After - f.Before
+		if b, ok := d.Bounds.Before[k]; ok {
+			f.BoundBefore = &b
+		}
+		if b, ok := d.Bounds.After[k]; ok {
+			f.BoundAfter = &b
+		}
+		if f.Bounded() {
+			f.Delta = 0
+		}
 		d.Figures = append(d.Figures, f)
 	}
 	if before != nil {

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/memstat/memstat/pkg/allocator"
 )
 
 func TestParseRuleUnits(t *testing.T) {
@@ -386,5 +388,37 @@ func TestGitHubAnnotations(t *testing.T) {
 	want := "::error file=runs/a%2Cb%3Ac%25.pickle,title=memstat check%3A peak_reserved <= 1.0 GiB::runs/a,b:c%25.pickle, device 0: peak_reserved is 2.0 GiB, above the limit of 1.0 GiB\n"
 	if buf.String() != want {
 		t.Errorf("got  %q\nwant %q", buf.String(), want)
+	}
+}
+
+// A bounded figure passes a rule only when its whole bound is within the
+// limit: a CI gate never passes on a figure it could not compute.
+func TestBoundedFigure(t *testing.T) {
+	rule, err := ParseRule(Max, "alloc_retries=5", "--max")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules := []Rule{rule}
+	five, nine := int64(5), int64(9)
+	for _, tc := range []struct {
+		bound allocator.Bound
+		pass  bool
+		says  string
+	}{
+		{allocator.Bound{Min: 3, Max: &five}, true, "is 3-5 (a bound"},
+		{allocator.Bound{Min: 3, Max: &nine}, false, "not provably within"},
+		{allocator.Bound{Min: 3}, false, "is >= 3 (a bound"},
+		{allocator.Bound{Min: 6}, false, "above the limit"},
+	} {
+		f := NewFigures("2.9", map[string]float64{})
+		f.SetBound("num_alloc_retries", tc.bound)
+		d, err := Evaluate("x.pickle", 0, f, rules, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o := d.Outcomes[0]
+		if o.Passed != tc.pass || o.Bound == nil || !strings.Contains(o.Message(), tc.says) {
+			t.Errorf("bound %s: passed %v, message %q; want passed %v and %q", tc.bound, o.Passed, o.Message(), tc.pass, tc.says)
+		}
 	}
 }

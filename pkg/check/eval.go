@@ -3,6 +3,7 @@ package check
 import (
 	"fmt"
 
+	"github.com/memstat/memstat/pkg/allocator"
 	"github.com/memstat/memstat/pkg/report"
 )
 
@@ -14,6 +15,11 @@ type Outcome struct {
 	Baseline float64
 	Limit    float64
 	Passed   bool
+	// Bound is set when the figure is not exact: the rule passes only if
+	// every value inside it does (Actual is then its lower end).
+	// BaselineBound likewise for the baseline's figure (Baseline is its
+	// lower end, which gives the strictest limit).
+	Bound, BaselineBound *allocator.Bound
 }
 
 // Device is one device of one checked file and the outcome of every rule
@@ -27,6 +33,8 @@ type Device struct {
 	BaselineFile   string
 	BaselineDevice int
 	Outcomes       []Outcome
+	// Bounds are the device's figures the snapshot does not determine.
+	Bounds map[string]allocator.Bound
 }
 
 // Failed counts the rules that failed.
@@ -51,7 +59,7 @@ type Baseline struct {
 // the file's PyTorch version does not report is an error, not a failure:
 // the rule names nothing there.
 func Evaluate(file string, device int, f *Figures, rules []Rule, base *Baseline) (*Device, error) {
-	d := &Device{File: file, Device: device, Version: f.Version}
+	d := &Device{File: file, Device: device, Version: f.Version, Bounds: f.bounds}
 	if base != nil {
 		d.BaselineFile, d.BaselineDevice = base.File, base.Device
 	}
@@ -61,6 +69,9 @@ func Evaluate(file string, device int, f *Figures, rules []Rule, base *Baseline)
 			return nil, fmt.Errorf("%s: device %d: %s: PyTorch %s's memory_stats has no key %s", file, device, r.Source, f.Version, r.Key)
 		}
 		o := Outcome{Rule: r, Actual: actual}
+		if b, ok := f.Bound(r.Key); ok {
+			o.Bound = &b
+		}
 		if r.Kind == MaxIncrease {
 			if base == nil {
 				return nil, fmt.Errorf("%s: %s needs a baseline (--baseline FILE)", r.Source, r)
@@ -70,9 +81,17 @@ func Evaluate(file string, device int, f *Figures, rules []Rule, base *Baseline)
 				return nil, fmt.Errorf("%s: device %d: %s: PyTorch %s's memory_stats has no key %s", base.File, base.Device, r.Source, base.Figures.Version, r.Key)
 			}
 			o.Baseline = b
+			if bb, ok := base.Figures.Bound(r.Key); ok {
+				o.BaselineBound = &bb
+			}
 		}
 		o.Limit = r.Limit(o.Baseline)
 		o.Passed = o.Actual <= o.Limit
+		if o.Bound != nil {
+			// A gate never passes on a figure it could not compute: the
+			// whole bound must be within the limit.
+			o.Passed = o.Bound.Max != nil && float64(*o.Bound.Max) <= o.Limit
+		}
 		d.Outcomes = append(d.Outcomes, o)
 	}
 	return d, nil
@@ -88,8 +107,23 @@ func (o Outcome) Message() string {
 		verdict = "above"
 	}
 	s := fmt.Sprintf("%s is %s, %s the limit of %s", r.Key, u.Format(o.Actual), verdict, u.Format(o.Limit))
+	if b := o.Bound; b != nil {
+		switch {
+		case o.Passed:
+			verdict = "within"
+		case float64(b.Min) > o.Limit:
+			verdict = "above"
+		default:
+			verdict = "not provably within"
+		}
+		s = fmt.Sprintf("%s is %s (a bound: the snapshot does not determine it), %s the limit of %s", r.Key, b, verdict, u.Format(o.Limit))
+	}
 	if r.Kind == MaxIncrease {
-		s += fmt.Sprintf(" (baseline %s + %s; change %s)", u.Format(o.Baseline), r.allowance(), o.Change())
+		base := u.Format(o.Baseline)
+		if o.BaselineBound != nil {
+			base = o.BaselineBound.String() + ", its lower end taken"
+		}
+		s += fmt.Sprintf(" (baseline %s + %s; change %s)", base, r.allowance(), o.Change())
 	}
 	return s
 }

@@ -131,12 +131,19 @@ type Figures struct {
 	Version string
 	named   map[string]float64
 	stats   map[string]int64
+	// bounds are the figures the snapshot does not determine, by
+	// memory_stats key; a named figure reads its key's bound.
+	bounds map[string]allocator.Bound
 }
+
+// boundKeyOf maps a named figure to the memory_stats key whose bound it
+// shares.
+var boundKeyOf = map[string]string{"alloc_retries": "num_alloc_retries"}
 
 // FiguresOf collects the figures of a replay (a follow replay: the
 // recorded run's own statistics).
 func FiguresOf(r *allocator.ReplayResult) *Figures {
-	f := &Figures{Version: r.Version, named: map[string]float64{}, stats: r.MemoryStatsMap()}
+	f := &Figures{Version: r.Version, named: map[string]float64{}, stats: r.MemoryStatsMap(), bounds: r.Bounds}
 	for _, n := range NamedFigures {
 		f.named[n.Name] = n.of(r)
 	}
@@ -167,9 +174,32 @@ func (f *Figures) namedUnit(key string) (Unit, bool) {
 	return 0, false
 }
 
+// Bound returns the bound of a figure the snapshot does not determine;
+// false when the figure is exact (or absent).
+func (f *Figures) Bound(key string) (allocator.Bound, bool) {
+	if k, ok := boundKeyOf[key]; ok {
+		key = k
+	}
+	b, ok := f.bounds[key]
+	return b, ok
+}
+
+// SetBound makes a figure a bound (tests, and callers with figures from
+// elsewhere).
+func (f *Figures) SetBound(key string, b allocator.Bound) {
+	if f.bounds == nil {
+		f.bounds = map[string]allocator.Bound{}
+	}
+	f.bounds[key] = b
+}
+
 // Value returns a figure by key; false when this file's PyTorch version
-// does not report it.
+// does not report it. A bounded figure's value is its lower end (see
+// Bound).
 func (f *Figures) Value(key string) (float64, bool) {
+	if b, ok := f.Bound(key); ok {
+		return float64(b.Min), true
+	}
 	if v, ok := f.named[key]; ok {
 		return v, true
 	}

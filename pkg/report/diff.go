@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/memstat/memstat/pkg/allocator"
 	"github.com/memstat/memstat/pkg/analysis"
 )
 
@@ -48,9 +49,12 @@ var figureLabels = map[string]string{
 // name of its own).
 func FigureLabel(key string) string { return figureLabels[key] }
 
-func figureCell(f analysis.Figure, present bool, v int64) Cell {
+func figureCell(f analysis.Figure, present bool, v int64, b *allocator.Bound) Cell {
 	if !present {
 		return Cell{Text: "-"}
+	}
+	if b != nil {
+		return BoundCell(*b)
 	}
 	if f.IsBytes {
 		return Bytes(v)
@@ -70,7 +74,11 @@ func FigureTable(figs []analysis.Figure, before, after string) *Table {
 	}}
 	for _, f := range figs {
 		change := Cell{Text: "-"}
-		if f.InBefore && f.InAfter {
+		switch {
+		case f.Bounded():
+			// No change can be claimed where a side is a bound.
+			change = Cell{Text: "bound"}
+		case f.InBefore && f.InAfter:
 			if f.IsBytes {
 				change = DeltaBytes(f.Delta)
 			} else {
@@ -80,7 +88,7 @@ func FigureTable(figs []analysis.Figure, before, after string) *Table {
 				change.Text += fmt.Sprintf(" (%+.1f%%)", 100*float64(f.Delta)/float64(f.Before))
 			}
 		}
-		t.Add(Str(FigureLabel(f.Key)), Str(f.Key), figureCell(f, f.InBefore, f.Before), figureCell(f, f.InAfter, f.After), change)
+		t.Add(Str(FigureLabel(f.Key)), Str(f.Key), figureCell(f, f.InBefore, f.Before, f.BoundBefore), figureCell(f, f.InAfter, f.After, f.BoundAfter), change)
 	}
 	return t
 }

@@ -449,9 +449,13 @@ func outcomeTable(d *check.Device) *report.Table {
 	t.Columns = append(t.Columns, report.Column{Name: "Verdict", Key: "verdict"})
 	for _, o := range d.Outcomes {
 		u := o.Rule.Unit
+		actual := report.Cell{Raw: o.Actual, Text: u.Format(o.Actual)}
+		if o.Bound != nil {
+			actual = report.BoundCell(*o.Bound)
+		}
 		row := []report.Cell{
 			report.Str(o.Rule.String()),
-			{Raw: o.Actual, Text: u.Format(o.Actual)},
+			actual,
 			{Raw: o.Limit, Text: u.Format(o.Limit)},
 		}
 		if withBase {
@@ -478,9 +482,12 @@ type jsonOutcome struct {
 	Actual   float64  `json:"actual"`
 	Limit    float64  `json:"limit"`
 	Baseline *float64 `json:"baseline"`
-	Passed   bool     `json:"passed"`
-	Message  string   `json:"message"`
-	Source   string   `json:"source"`
+	// Bound is set when the figure is not exact (actual is its lower
+	// end); the rule passed only if the whole bound is within the limit.
+	Bound   *allocator.Bound `json:"bound,omitempty"`
+	Passed  bool             `json:"passed"`
+	Message string           `json:"message"`
+	Source  string           `json:"source"`
 }
 
 type jsonBaseline struct {
@@ -495,6 +502,8 @@ type jsonDevice struct {
 	Baseline     *jsonBaseline `json:"baseline"`
 	Passed       bool          `json:"passed"`
 	Results      []jsonOutcome `json:"results"`
+	// Bounds are the figures the snapshot does not determine.
+	Bounds map[string]allocator.Bound `json:"bounds"`
 }
 
 func jsonResults(opts *Options, results []checked, total, failed int) any {
@@ -510,7 +519,10 @@ func jsonResults(opts *Options, results []checked, total, failed int) any {
 			if r.File != fn {
 				continue
 			}
-			jd := jsonDevice{Device: r.Device.Device, TorchVersion: r.Version, Partial: r.Partial, Passed: r.Failed() == 0, Results: []jsonOutcome{}}
+			jd := jsonDevice{Device: r.Device.Device, TorchVersion: r.Version, Partial: r.Partial, Passed: r.Failed() == 0, Results: []jsonOutcome{}, Bounds: r.Bounds}
+			if jd.Bounds == nil {
+				jd.Bounds = map[string]allocator.Bound{}
+			}
 			if r.BaselineFile != "" {
 				jd.Baseline = &jsonBaseline{r.BaselineFile, r.BaselineDevice}
 			}
@@ -518,6 +530,7 @@ func jsonResults(opts *Options, results []checked, total, failed int) any {
 				jo := jsonOutcome{
 					Rule: o.Rule.String(), Kind: o.Rule.Kind.String(), Key: o.Rule.Key, Unit: o.Rule.Unit.String(),
 					Actual: o.Actual, Limit: o.Limit, Passed: o.Passed, Message: o.Message(), Source: o.Rule.Source,
+					Bound: o.Bound,
 				}
 				if o.Rule.Kind == check.MaxIncrease {
 					b := o.Baseline

@@ -15,6 +15,8 @@ import (
 	"github.com/memstat/memstat/internal/golden"
 	"github.com/memstat/memstat/internal/iostreams"
 	"github.com/memstat/memstat/internal/realdata"
+	"github.com/memstat/memstat/pkg/allocator"
+	"github.com/memstat/memstat/pkg/snapshot"
 )
 
 // memstat runs the binary's Main with args and an environment, and
@@ -494,5 +496,78 @@ func TestSeveralFilesInParallel(t *testing.T) {
 	code, _, errOut := memstat(t, nil, "check", "--jobs", "-2", "--max", "ooms=0", files[0])
 	if code != command.ExitError || !strings.Contains(errOut, "invalid --jobs") {
 		t.Errorf("--jobs -2: exit %d, stderr %q", code, errOut)
+	}
+}
+
+// boundedRetries writes a snapshot whose num_alloc_retries the trace
+// does not determine: a segment released and a larger one created before
+// an allocation reads the same as a retry after a failed cudaMalloc and as
+// empty_cache() followed by the allocation, so the figure is 0-1.
+func boundedRetries(t *testing.T) string {
+	t.Helper()
+	a, err := allocator.New(allocator.DefaultConfig(allocator.Latest), allocator.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.RecordHistory(allocator.HistoryOptions{Enabled: allocator.HistoryAll, Context: allocator.ContextAll}); err != nil {
+		t.Fatal(err)
+	}
+	p, err := a.Malloc(30<<20, 0, snapshot.NoStack)
+	if err == nil {
+		err = a.Free(p, snapshot.NoStack)
+	}
+	a.EmptyCache(snapshot.NoStack)
+	if err == nil {
+		_, err = a.Malloc(40<<20, 0, snapshot.NoStack)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	fn := filepath.Join(t.TempDir(), "bounded.pickle")
+	if err := snapshot.WriteFile(fn, a.Snapshot()); err != nil {
+		t.Fatal(err)
+	}
+	return fn
+}
+
+// A rule on a bounded figure compares the whole bound: a bound that
+// straddles the limit is not a pass.
+func TestRuleOnBoundedFigure(t *testing.T) {
+	fn := boundedRetries(t)
+	code, out, errOut := memstat(t, nil, "check", fn, "--max", "alloc_retries=0")
+	if code != command.ExitCheckFailed || errOut != "" {
+		t.Fatalf("straddling bound: exit %d, stderr %q\n%s", code, errOut, out)
+	}
+	if !strings.Contains(out, "0-1") {
+		t.Errorf("the table does not show the bound:\n%s", out)
+	}
+	code, out, errOut = memstat(t, nil, "check", fn, "--max", "alloc_retries=1", "--json")
+	if code != 0 || errOut != "" {
+		t.Fatalf("bound within the limit: exit %d, stderr %q\n%s", code, errOut, out)
+	}
+	var js struct {
+		Files []struct {
+			Devices []struct {
+				Bounds map[string]struct {
+					Min int64  `json:"min"`
+					Max *int64 `json:"max"`
+				} `json:"bounds"`
+				Results []struct {
+					Bound   *struct{ Min, Max int64 } `json:"bound"`
+					Message string                    `json:"message"`
+				} `json:"results"`
+			} `json:"devices"`
+		} `json:"files"`
+	}
+	if err := json.Unmarshal([]byte(out), &js); err != nil {
+		t.Fatal(err)
+	}
+	d := js.Files[0].Devices[0]
+	b, ok := d.Bounds["num_alloc_retries"]
+	if !ok || b.Min != 0 || b.Max == nil || *b.Max != 1 {
+		t.Errorf("bounds %+v, want num_alloc_retries 0-1", d.Bounds)
+	}
+	if r := d.Results[0]; r.Bound == nil || !strings.Contains(r.Message, "a bound") {
+		t.Errorf("result %+v does not say it compared a bound", r)
 	}
 }

@@ -290,7 +290,7 @@ func writeText(opts *Options, devices []deviceDiff) error {
 			switch {
 			case f.KeyFigure:
 				key = append(key, f)
-			case f.Delta != 0 || f.InBefore != f.InAfter:
+			case f.Changed():
 				differ++
 				other = append(other, f)
 			}

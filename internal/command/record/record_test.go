@@ -215,7 +215,11 @@ func TestStatsOfRecordingAreTheSimulators(t *testing.T) {
 			Files []struct {
 				Devices []struct {
 					MemoryStats map[string]int64 `json:"memory_stats"`
-					Headline    struct {
+					Bounds      map[string]struct {
+						Min int64  `json:"min"`
+						Max *int64 `json:"max"`
+					} `json:"bounds"`
+					Headline struct {
 						Partial bool `json:"partial_history"`
 					} `json:"headline"`
 				} `json:"devices"`
@@ -227,6 +231,14 @@ func TestStatsOfRecordingAreTheSimulators(t *testing.T) {
 		dev := js.Files[0].Devices[0]
 		if dev.Headline.Partial {
 			t.Errorf("%s: stats calls the history partial", tc.workload)
+		}
+		// A figure the trace does not determine is a bound that holds
+		// the simulator's value; every other figure equals it.
+		for k, b := range dev.Bounds {
+			if v, ok := want[k]; !ok || v < b.Min || b.Max != nil && v > *b.Max {
+				t.Errorf("%s %q: %s: bound %d-%v does not hold the simulator's %d", tc.workload, tc.conf, k, b.Min, b.Max, v)
+			}
+			delete(want, k)
 		}
 		if !maps.Equal(dev.MemoryStats, want) {
 			for k, v := range want {

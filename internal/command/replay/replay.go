@@ -7,6 +7,7 @@ package replay
 import (
 	"fmt"
 	"io"
+	"maps"
 
 	"github.com/spf13/cobra"
 
@@ -194,12 +195,16 @@ type jsonDevice struct {
 	Coverage     string           `json:"coverage"`
 	Entries      int              `json:"entries"`
 	Recorded     map[string]int64 `json:"recorded"`
-	Simulated    map[string]int64 `json:"simulated"`
-	Segments     pair             `json:"segments_created"`
-	PeakAlloc    pair             `json:"peak_allocated"`
-	PeakReserved pair             `json:"peak_reserved"`
-	Fidelity     *jsonFidelity    `json:"fidelity"`
-	OOMs         pair             `json:"ooms"`
+	// Bounds are the recorded figures the snapshot does not determine
+	// (not in Recorded); the simulated column is exact for the
+	// simulation.
+	Bounds       map[string]allocator.Bound `json:"bounds"`
+	Simulated    map[string]int64           `json:"simulated"`
+	Segments     pair                       `json:"segments_created"`
+	PeakAlloc    pair                       `json:"peak_allocated"`
+	PeakReserved pair                       `json:"peak_reserved"`
+	Fidelity     *jsonFidelity              `json:"fidelity"`
+	OOMs         pair                       `json:"ooms"`
 }
 
 type jsonFidelity struct {
@@ -222,12 +227,14 @@ func jsonReplay(opts *Options, devices []deviceReplay) any {
 			Coverage:     rec.History.Coverage,
 			Entries:      rec.History.Entries,
 			Recorded:     rec.MemoryStatsMap(),
+			Bounds:       map[string]allocator.Bound{},
 			Simulated:    sim.MemoryStatsMap(),
 			Segments:     pair{rec.SegmentsCreated, sim.SegmentsCreated},
 			PeakAlloc:    pair{rec.PeakAllocated.Bytes, sim.PeakAllocated.Bytes},
 			PeakReserved: pair{rec.PeakReserved.Bytes, sim.PeakReserved.Bytes},
 			OOMs:         pair{int64(rec.OOMs.Recorded), int64(sim.OOMs.Simulated)},
 		}
+		maps.Copy(jd.Bounds, rec.Bounds)
 		if !opts.WhatIf {
 			f := rec.Fidelity
 			jd.Fidelity = &jsonFidelity{f.SegmentEvents, f.Placements, f.ForcedOperations, f.Divergences}
@@ -273,6 +280,9 @@ func writeText(w io.Writer, opts *Options, devices []deviceReplay) error {
 		// a markdown table would be read as one more row).
 		fmt.Fprintln(w)
 		para(historyNote(rec))
+		for _, n := range report.BoundNotes(rec) {
+			para("note: " + n)
+		}
 		if opts.WhatIf {
 			para("fidelity: not claimed (what-if: the recorded run had other settings)")
 		} else {
@@ -315,6 +325,11 @@ func sideBySide(rec, sim *allocator.ReplayResult) *report.Table {
 			Text: fmt.Sprintf("%+.1f pt", 100*(sim.FragmentationAtPeakReserved-rec.FragmentationAtPeakReserved))})
 	bytes("Reserved at the end", rec.Stats.ReservedBytes[allocator.PoolAll].Current, sim.Stats.ReservedBytes[allocator.PoolAll].Current)
 	count("OOMs", int64(rec.OOMs.Recorded), int64(sim.OOMs.Simulated))
-	count("cudaMalloc retries", rec.Stats.NumAllocRetries, sim.Stats.NumAllocRetries)
+	if b, ok := rec.Bounds["num_alloc_retries"]; ok {
+		// The recording does not determine it: its bound, and no change.
+		t.Add(report.Str("cudaMalloc retries"), report.BoundCell(b), report.Int(sim.Stats.NumAllocRetries), report.Cell{Raw: nil, Text: ""})
+	} else {
+		count("cudaMalloc retries", rec.Stat("num_alloc_retries"), sim.Stats.NumAllocRetries)
+	}
 	return t
 }

@@ -172,6 +172,7 @@ func device(snap *snapshot.Snapshot, d int, opts *Options) (htmlreport.Device, *
 	command.PrintWarnings(opts.IO.ErrOut, fmt.Sprintf("%s: device %d", opts.File, d), res.Warnings)
 	dev.Result = res
 	dev.Headline, dev.History, dev.Agreement = report.HeadlineText(res), report.HistoryLine(res), report.AgreementLine(res)
+	dev.Notes = append(dev.Notes, report.BoundNotes(res)...)
 	note := func(what string, err error) {
 		dev.Notes = append(dev.Notes, fmt.Sprintf("%s could not be computed: %v", what, err))
 	}

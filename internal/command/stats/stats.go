@@ -211,12 +211,15 @@ func statsOf(fn string, spark bool, loaded func(*snapshot.Snapshot)) (fileStats,
 }
 
 type jsonDevice struct {
-	Device       int                  `json:"device"`
-	TorchVersion string               `json:"torch_version"`
-	MemoryStats  map[string]int64     `json:"memory_stats"`
-	Headline     report.Headline      `json:"headline"`
-	History      allocator.History    `json:"history"`
-	Agreement    *allocator.Agreement `json:"agreement"`
+	Device       int              `json:"device"`
+	TorchVersion string           `json:"torch_version"`
+	MemoryStats  map[string]int64 `json:"memory_stats"`
+	// Bounds are the memory_stats figures the snapshot does not
+	// determine (not in MemoryStats): {"min": 3, "max": null}.
+	Bounds    map[string]allocator.Bound `json:"bounds"`
+	Headline  report.Headline            `json:"headline"`
+	History   allocator.History          `json:"history"`
+	Agreement *allocator.Agreement       `json:"agreement"`
 	// PrivatePools: per-pool figures, when the device has private pools.
 	PrivatePools *report.PoolJSON `json:"private_pools,omitempty"`
 }
@@ -238,6 +241,7 @@ func jsonStats(opts *Options, files []fileStats, ranks *ranks, summary bool) any
 				Device:       res.Device,
 				TorchVersion: res.Version,
 				MemoryStats:  res.MemoryStatsMap(),
+				Bounds:       boundsOrEmpty(res.Bounds),
 				Headline:     report.HeadlineOf(res),
 				History:      res.History,
 				Agreement:    res.Agreement,
@@ -299,6 +303,17 @@ func writeText(w io.Writer, files []fileStats, format report.Format, width int) 
 					return err
 				}
 			}
+			if notes := report.BoundNotes(res); len(notes) > 0 {
+				fmt.Fprintln(w)
+				if md {
+					fmt.Fprintf(w, "Notes:\n\n")
+				} else {
+					fmt.Fprintln(w, "Notes:")
+				}
+				for _, n := range notes {
+					fmt.Fprintf(w, "- %s\n", n)
+				}
+			}
 		}
 	}
 	return nil
@@ -311,17 +326,28 @@ func counterTable(res *allocator.ReplayResult) *report.Table {
 		{Name: "Key", Key: "key"},
 		{Name: "Value", Key: "value", Align: report.Right},
 	}}
-	have := make(map[string]bool, len(res.MemoryStats))
+	have := make(map[string]bool, len(res.MemoryStats)+len(res.Bounds))
 	for _, kv := range res.MemoryStats {
 		have[kv.Key] = true
 	}
+	for k := range res.Bounds {
+		have[k] = true
+	}
 	for _, c := range report.CounterRows {
 		if have[c.Stat] {
-			t.Add(report.Str(c.Label), report.Str(c.Stat), report.Int(res.Stat(c.Stat)))
+			t.Add(report.Str(c.Label), report.Str(c.Stat), report.CounterCell(res, c.Stat))
 		}
 	}
 	if have["max_split_size"] {
 		t.Add(report.Str("Max split size"), report.Str("max_split_size"), report.Int(res.Stat("max_split_size")))
 	}
 	return t
+}
+
+// boundsOrEmpty makes a device without bounds write "bounds": {}.
+func boundsOrEmpty(b map[string]allocator.Bound) map[string]allocator.Bound {
+	if b == nil {
+		return map[string]allocator.Bound{}
+	}
+	return b
 }

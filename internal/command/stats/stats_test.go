@@ -37,7 +37,11 @@ type statsJSON struct {
 		Devices []struct {
 			Device      int              `json:"device"`
 			MemoryStats map[string]int64 `json:"memory_stats"`
-			Headline    struct {
+			Bounds      map[string]struct {
+				Min int64  `json:"min"`
+				Max *int64 `json:"max"`
+			} `json:"bounds"`
+			Headline struct {
 				PeakAllocated int64   `json:"peak_allocated"`
 				PeakReserved  int64   `json:"peak_reserved"`
 				Fragmentation float64 `json:"fragmentation"`
@@ -163,8 +167,19 @@ func TestEveryRealSnapshot(t *testing.T) {
 				for k := range ms {
 					keys = append(keys, k)
 				}
+				// A figure the trace does not determine is a bound
+				// instead: every key is in exactly one of the two.
+				for k := range d.Bounds {
+					if _, dup := ms[k]; dup {
+						t.Errorf("device %d: %s is both exact and bounded", d.Device, k)
+					}
+					keys = append(keys, k)
+				}
 				sort.Strings(keys)
 				_, from23 := ms["num_device_alloc"]
+				if _, ok := d.Bounds["num_device_alloc"]; ok {
+					from23 = true
+				}
 				if want := memoryStatsKeys(from23); strings.Join(keys, " ") != strings.Join(want, " ") {
 					t.Errorf("device %d: memory_stats keys %v, want %v", d.Device, keys, want)
 				}

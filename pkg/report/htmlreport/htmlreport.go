@@ -181,7 +181,7 @@ func deviceView(file string, d *Device) (devView, error) {
 		dv.Stats = tableOf(report.StatsTable(res.Stat), "stats")
 		ct := &report.Table{Columns: []report.Column{{Name: "Counter", Key: "counter"}, {Name: "Key", Key: "key"}, {Name: "Value", Key: "value", Align: report.Right}}}
 		for _, c := range report.CounterRows {
-			ct.Add(report.Str(c.Label), report.Str(c.Stat), report.Int(res.Stat(c.Stat)))
+			ct.Add(report.Str(c.Label), report.Str(c.Stat), report.CounterCell(res, c.Stat))
 		}
 		dv.Counters = tableOf(ct, "counters")
 	}

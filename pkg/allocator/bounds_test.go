@@ -1,0 +1,90 @@
+package allocator
+
+import (
+	"testing"
+
+	"github.com/memstat/memstat/pkg/snapshot"
+)
+
+func TestTraceBounds(t *testing.T) {
+	e := func(a snapshot.Action) snapshot.TraceEntry { return snapshot.TraceEntry{Action: a} }
+	const (
+		alloc   = snapshot.ActionAlloc
+		oom     = snapshot.ActionOOM
+		segFree = snapshot.ActionSegmentFree
+		segNew  = snapshot.ActionSegmentAlloc
+		freeReq = snapshot.ActionFreeRequested
+		freeCmp = snapshot.ActionFreeCompleted
+	)
+	trace := []snapshot.TraceEntry{
+		// A new segment after releases: a retry, or empty_cache()/GC then
+		// a cudaMalloc.
+		e(segFree), e(segNew), e(alloc),
+		// An oom: one retry and one synchronization, certainly.
+		e(segFree), e(oom),
+		// Releases the next call does not follow with a new segment:
+		// empty_cache().
+		e(freeReq), e(freeCmp), e(segFree), e(segFree), e(alloc),
+		// A plain cudaMalloc: no retry.
+		e(segNew), e(alloc),
+		// Releases at the end of the trace: empty_cache().
+		e(freeReq), e(segFree),
+	}
+	b := traceBounds(trace, V2_9)
+	retries, syncs := b["num_alloc_retries"], b["num_sync_all_streams"]
+	if retries.Min != 1 || retries.Max == nil || *retries.Max != 2 {
+		t.Errorf("num_alloc_retries %s, want 1-2", retries)
+	}
+	if syncs.Min != 3 || syncs.Max != nil {
+		t.Errorf("num_sync_all_streams %s, want >= 3", syncs)
+	}
+	if _, ok := traceBounds(trace, V2_2)["num_sync_all_streams"]; ok {
+		t.Error("2.2 has no num_sync_all_streams, yet it has a bound")
+	}
+	// Without ambiguity the retries are exact and stay in memory_stats
+	// with the recording's value.
+	exact := traceBounds([]snapshot.TraceEntry{e(segNew), e(alloc), e(oom)}, V2_9)
+	stats := applyBounds([]KeyValue{{"num_alloc_retries", 7}, {"num_sync_all_streams", 1}}, exact)
+	if len(stats) != 1 || stats[0] != (KeyValue{"num_alloc_retries", 1}) {
+		t.Errorf("exact bound: stats %v", stats)
+	}
+	if _, ok := exact["num_alloc_retries"]; ok {
+		t.Error("an exact bound stays a bound")
+	}
+}
+
+func TestBoundString(t *testing.T) {
+	five := int64(5)
+	for _, c := range []struct {
+		b    Bound
+		want string
+	}{{Bound{Min: 3}, ">= 3"}, {Bound{Min: 3, Max: &five}, "3-5"}, {Bound{Min: 5, Max: &five}, "5"}} {
+		if got := c.b.String(); got != c.want {
+			t.Errorf("%+v: %q, want %q", c.b, got, c.want)
+		}
+	}
+}
+
+// Round trips that drifted before their fix (issue 12), each named by the
+// harness's setting, release and seed.
+func TestRoundTripRegressions(t *testing.T) {
+	for _, c := range []struct {
+		setting string
+		v       Version
+		seed    uint64
+		why     string
+	}{
+		{"3 streams+max_split_size_mb:64", V2_7, 5, "a forced call's free_completed entries (the fallback's synchronization) were skipped, so the segment_free after them failed"},
+		{"expandable_segments", V2_1, 4, "totalGlobalMem was inferred from a gap rounded to 20 MiB, making the large pool's reservations too short"},
+		{"expandable_segments", V2_3, 6, "the small reservation's end was not bounded by the large pool's later reservation above it"},
+	} {
+		for _, s := range rtSettings {
+			if s.name != c.setting {
+				continue
+			}
+			if o := roundTrip(s, c.v, c.seed, 250); o.skipped != "" || len(o.problems) > 0 {
+				t.Errorf("%s, %s, seed %d (%s): %v %s", c.setting, c.v, c.seed, c.why, o.problems, o.skipped)
+			}
+		}
+	}
+}
