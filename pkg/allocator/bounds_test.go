@@ -77,6 +77,7 @@ func TestRoundTripRegressions(t *testing.T) {
 		{"3 streams+max_split_size_mb:64", V2_7, 5, "a forced call's free_completed entries (the fallback's synchronization) were skipped, so the segment_free after them failed"},
 		{"expandable_segments", V2_1, 4, "totalGlobalMem was inferred from a gap rounded to 20 MiB, making the large pool's reservations too short"},
 		{"expandable_segments", V2_3, 6, "the small reservation's end was not bounded by the large pool's later reservation above it"},
+		{"expandable_segments", V2_10, 70, "an out-of-memory allocation's new reservation, never mapped, sat where the recording later mapped another reservation"},
 	} {
 		for _, s := range rtSettings {
 			if s.name != c.setting {

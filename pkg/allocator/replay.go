@@ -315,7 +315,23 @@ func (a *Allocator) forceMap(addr uint64, size, stream int64, pool *blockPool, c
 		return fmt.Errorf("allocator: map of %d bytes", size)
 	}
 	r := a.regions.find(addr)
+	if r != nil && r.expandable && r.mappedBytes == 0 && !r.canMap(addr, size, stream, pool) {
+		// An empty reservation where the recording maps something else:
+		// the simulator made it on its own (an allocation that then ran
+		// out of memory leaves its new reservation unmapped) at an
+		// address the trace never shows. It holds no memory; the
+		// recording's reservation takes its place.
+		a.releaseReservation(r.head)
+		r = nil
+	}
 	if r == nil {
+		for {
+			o := a.regions.overlapping(addr, a.dev.reservationSize(a.pageOf(pool)))
+			if o == nil || !o.expandable || o.mappedBytes != 0 {
+				break
+			}
+			a.releaseReservation(o.head)
+		}
 		var err error
 		if r, err = a.reserveAt(addr, stream, pool); err != nil {
 			return err
@@ -489,4 +505,16 @@ func (a *Allocator) ForceRelease(addr uint64, size int64, stack snapshot.StackID
 	}
 	a.forced++
 	return nil
+}
+
+// canMap reports whether the recorded map of size bytes at addr fits the
+// expandable reservation r as it is: same stream and pool, on a page
+// boundary, in unmapped address space.
+func (r *region) canMap(addr uint64, size, stream int64, pool *blockPool) bool {
+	if !r.expandable || r.stream != stream || r.pool != pool || (addr-r.base)%uint64(r.page) != 0 {
+		return false
+	}
+	u := r.blockAt(addr)
+	pages := (size + r.page - 1) / r.page * r.page
+	return u != nil && !u.mapped && addr+uint64(pages) <= u.end()
 }
