@@ -546,7 +546,7 @@ func TestRuleOnBoundedFigure(t *testing.T) {
 		t.Fatalf("bound within the limit: exit %d, stderr %q\n%s", code, errOut, out)
 	}
 	var js struct {
-		Files []struct {
+		Results []struct {
 			Devices []struct {
 				Bounds map[string]struct {
 					Min int64  `json:"min"`
@@ -557,12 +557,15 @@ func TestRuleOnBoundedFigure(t *testing.T) {
 					Message string                    `json:"message"`
 				} `json:"results"`
 			} `json:"devices"`
-		} `json:"files"`
+		} `json:"results"`
 	}
 	if err := json.Unmarshal([]byte(out), &js); err != nil {
 		t.Fatal(err)
 	}
-	d := js.Files[0].Devices[0]
+	if len(js.Results) != 1 || len(js.Results[0].Devices) != 1 {
+		t.Fatalf("not one file with one device:\n%s", out)
+	}
+	d := js.Results[0].Devices[0]
 	b, ok := d.Bounds["num_alloc_retries"]
 	if !ok || b.Min != 0 || b.Max == nil || *b.Max != 1 {
 		t.Errorf("bounds %+v, want num_alloc_retries 0-1", d.Bounds)
