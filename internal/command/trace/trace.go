@@ -339,6 +339,8 @@ func (t *textTrace) end(sum *analysis.TraceSummary) error {
 // device a "device" record, an "event" record per entry shown and a
 // "summary" record; each record names its file and device.
 type jsonLines struct {
+	w      io.Writer
+	buf    []byte
 	enc    *json.Encoder
 	opts   *Options
 	dev    int
@@ -360,7 +362,7 @@ type jsonEvent struct {
 }
 
 func newJSONLines(w io.Writer, opts *Options) *jsonLines {
-	j := &jsonLines{enc: json.NewEncoder(w), opts: opts, frames: map[snapshot.StackID]*report.FrameJSON{}}
+	j := &jsonLines{w: w, enc: json.NewEncoder(w), opts: opts, frames: map[snapshot.StackID]*report.FrameJSON{}}
 	j.enc.SetEscapeHTML(false)
 	// The header is the envelope every --json has, less its results
 	// (report.JSONLHeader).
@@ -396,7 +398,9 @@ func (j *jsonLines) event(ev *analysis.TraceEvent) error {
 		}
 		je.Frame = f
 	}
-	return j.enc.Encode(je)
+	j.buf = appendEvent(j.buf[:0], je)
+	_, err := j.w.Write(j.buf)
+	return err
 }
 
 func (j *jsonLines) end(sum *analysis.TraceSummary) error {
