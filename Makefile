@@ -39,11 +39,16 @@ FIDELITY_RUNS ?= 200
 fidelity:
 	$(GO) test -count=1 -timeout 60m -run '^TestRoundTrip$$' ./pkg/allocator -v -roundtrip.runs=$(FIDELITY_RUNS) -roundtrip.table | grep -v '^=== RUN\|^--- PASS\|^PASS$$\|^ok \|^    '
 
-# A short run of every fuzz target (CI runs this too).
+# A short run of every fuzz target (CI runs this too): the decoder, the
+# reader, every command from bytes to output (replay, what-if, advise,
+# export, report, trace, ...), workload files and rules files.
 FUZZTIME ?= 20s
 fuzz:
 	$(GO) test -run='^$$' -fuzz='^FuzzDecode$$' -fuzztime=$(FUZZTIME) ./pkg/pickle
 	$(GO) test -run='^$$' -fuzz='^FuzzRead$$' -fuzztime=$(FUZZTIME) ./pkg/snapshot
+	$(GO) test -run='^$$' -fuzz='^FuzzCommands$$' -fuzztime=$(FUZZTIME) ./internal/command/root
+	$(GO) test -run='^$$' -fuzz='^FuzzWorkloadFile$$' -fuzztime=$(FUZZTIME) ./pkg/workload
+	$(GO) test -run='^$$' -fuzz='^FuzzRulesFile$$' -fuzztime=$(FUZZTIME) ./pkg/check
 
 # Benchmarks; figures go to BENCHMARKS.md (see bench/run.sh). QUICK=1 make
 # bench checks the script in a few minutes on small files (figures to

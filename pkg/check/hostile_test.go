@@ -57,3 +57,16 @@ func TestReadConfigRefusesHostileFiles(t *testing.T) {
 		}
 	}
 }
+
+// FuzzRulesFile parses fuzzed rules files: no panic, one-line errors
+// naming the file.
+func FuzzRulesFile(f *testing.F) {
+	f.Add("baseline = \"base.pickle\"\n[max]\npeak_reserved = \"20GiB\"\nsegments = 200\n[max-increase]\nfragmentation = \"5%\"\n")
+	f.Add("[max]\n\"allocated_bytes.all.peak\" = \"1.5GiB\" # comment\n")
+	f.Fuzz(func(t *testing.T, src string) {
+		_, err := ParseConfig("r.toml", src)
+		if err != nil && (!strings.HasPrefix(err.Error(), "r.toml:") || strings.Contains(err.Error(), "\n")) {
+			t.Fatalf("error %q: want one line naming the file", err)
+		}
+	})
+}

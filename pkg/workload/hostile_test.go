@@ -155,3 +155,30 @@ func TestReadFileRefusesNonRegularAndLarge(t *testing.T) {
 		}
 	}
 }
+
+// FuzzWorkloadFile parses, checks and runs fuzzed workload files under a
+// small budget: no panic, no stack overflow, errors name the file.
+func FuzzWorkloadFile(f *testing.F) {
+	for _, p := range []string{"fragmentation.mem", "side_stream.mem", "training_loop.mem"} {
+		if b, err := os.ReadFile(filepath.Join("..", "..", "testdata", "workloads", p)); err == nil {
+			f.Add(string(b))
+		}
+	}
+	f.Add("repeat 3 as i\n  phase p{i}\n    alloc t{i} [2, 3] bf16\n  end\nend\nfree t0\nprint(memory_summary())\n")
+	f.Fuzz(func(t *testing.T, src string) {
+		defer func(a, b, c int) { maxStatements, maxAllocatorCalls, maxPrintBytes = a, b, c }(maxStatements, maxAllocatorCalls, maxPrintBytes)
+		maxStatements, maxAllocatorCalls, maxPrintBytes = 10_000, 1_000, 1 << 16
+		wf, err := ParseFile("f.mem", src)
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), "f.mem:") {
+				t.Fatalf("error %q does not name the file", err)
+			}
+			return
+		}
+		e, err := NewEnv(Options{Config: allocator.DefaultConfig(allocator.Latest), DeviceMemory: 1 << 30})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wf.Run(e)
+	})
+}
