@@ -167,7 +167,7 @@ func FuzzWorkloadFile(f *testing.F) {
 	f.Add("repeat 3 as i\n  phase p{i}\n    alloc t{i} [2, 3] bf16\n  end\nend\nfree t0\nprint(memory_summary())\n")
 	f.Fuzz(func(t *testing.T, src string) {
 		defer func(a, b, c int) { maxStatements, maxAllocatorCalls, maxPrintBytes = a, b, c }(maxStatements, maxAllocatorCalls, maxPrintBytes)
-		maxStatements, maxAllocatorCalls, maxPrintBytes = 10_000, 1_000, 1 << 16
+		maxStatements, maxAllocatorCalls, maxPrintBytes = 10_000, 1_000, 1<<16
 		wf, err := ParseFile("f.mem", src)
 		if err != nil {
 			if !strings.HasPrefix(err.Error(), "f.mem:") {
