@@ -80,22 +80,27 @@ type ring struct {
 	max  int
 }
 
-// setMax changes the capacity and keeps the entries. Lowering it below the
-// number of entries makes PyTorch index past the new bound (undefined
-// behaviour); the simulator keeps the newest entries instead.
+// setMax is RingBuffer::setMaxEntries: it changes the bound only. The
+// entries stay, also when there are more than the new bound: insert then
+// overwrites slots from next on and wraps at the new bound, so the slots
+// past it keep their old entries for good, and entries lists them in
+// PyTorch's order (from next to the end, then the start). Read in v2.6.0;
+// docs/versions.md, "Trace ring buffer".
 func (r *ring) setMax(n int) {
 	r.max = max(1, n)
-	if len(r.buf) > r.max {
-		kept := r.entries()[len(r.buf)-r.max:]
-		r.buf = append(r.buf[:0], kept...)
-		r.next = 0
-	}
 }
 
+// insert is RingBuffer::insertEntries.
 func (r *ring) insert(e snapshot.TraceEntry) {
 	if len(r.buf) < r.max {
 		r.buf = append(r.buf, e)
 		return
+	}
+	if r.next >= len(r.buf) {
+		// Lowered below a next slot that was already past the new bound,
+		// PyTorch's next++ never meets the bound and writes beyond the
+		// vector (undefined behaviour); the simulator wraps instead.
+		r.next = 0
 	}
 	r.buf[r.next] = e
 	if r.next++; r.next == r.max {
@@ -119,7 +124,8 @@ func (r *ring) clear() {
 // or stop recording stacks and the trace of allocator events.
 //
 // Turning recording off clears the trace; changing MaxEntries keeps the
-// entries already there. In 2.0 every call cleared the trace.
+// entries already there, as RingBuffer::setMaxEntries does (see
+// ring.setMax). In 2.0 every call cleared the trace.
 func (a *Allocator) RecordHistory(o HistoryOptions) error {
 	if o.ClearHistory && !a.v.hasClearHistory() {
 		return errors.New("allocator: clear_history needs PyTorch 2.6 or later")

@@ -1,6 +1,7 @@
 package allocator
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/memstat/memstat/internal/realdata"
@@ -106,5 +107,31 @@ func TestOOMMessagePerRelease(t *testing.T) {
 		if got := e.ExceptionName(); got != tc.name {
 			t.Errorf("%s: raised as %s, want %s", tc.v, got, tc.name)
 		}
+	}
+}
+
+// TestRingBufferResize: a second _record_memory_history(max_entries=2)
+// after five entries calls RingBuffer::setMaxEntries, which only changes
+// the bound (v2.6.0, DeviceCachingAllocator::recordHistory). insertEntries
+// then overwrites slots 0 and 1 and wraps at 2, so slots 2-4 keep entries
+// 3-5 for good, and getEntries lists slots from alloc_trace_next to the end,
+// then the start: after entries 6, 7, 8 the buffer is [8 7 3 4 5], next 1,
+// and the trace reads 7 3 4 5 8.
+func TestRingBufferResize(t *testing.T) {
+	var r ring
+	r.setMax(5)
+	for i := int64(1); i <= 5; i++ {
+		r.insert(snapshot.TraceEntry{Size: i})
+	}
+	r.setMax(2)
+	for i := int64(6); i <= 8; i++ {
+		r.insert(snapshot.TraceEntry{Size: i})
+	}
+	var got []int64
+	for _, e := range r.entries() {
+		got = append(got, e.Size)
+	}
+	if want := []int64{7, 3, 4, 5, 8}; !slices.Equal(got, want) {
+		t.Errorf("trace sizes %v, want %v", got, want)
 	}
 }
