@@ -32,6 +32,8 @@ type Options struct {
 	NoOpen    bool
 	Device    int
 	AllFrames bool
+	// At opens the page at a moment: "peak", "oom" or a trace entry.
+	At string
 	// Context stops the server when done (tests); the command also stops
 	// on Ctrl-C (SIGINT) and SIGTERM.
 	Context context.Context
@@ -64,15 +66,21 @@ func NewCmdView(f *command.Factory, runF func(*Options) error) *cobra.Command {
   - a device picker and the allocator settings.
 
 The URL carries a random token; requests without it get 403. The server
-listens on the loopback interface only. Ctrl-C stops it. #peak, #oom or
-#entry=N at the end of the URL opens the page at that moment.`,
+listens on the loopback interface only. Ctrl-C stops it. --at peak, --at oom
+or --at N (a trace entry) opens the page at that moment, as #peak, #oom or
+#entry=N at the end of the URL do: the moments memstat peak and memstat oom
+report.`,
 		Example: `  memstat view snapshot.pickle
-  memstat view snapshot.pickle --port 8765 --no-open`,
+  memstat view snapshot.pickle --port 8765 --no-open
+  memstat view snapshot.pickle --at oom`,
 		Args: command.OneSnapshot("memstat view FILE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.File = args[0]
 			if opts.Port < 0 || opts.Port > 65535 {
 				return command.FlagErrorf("--port must be between 0 (a free port) and 65535")
+			}
+			if _, err := fragment(opts.At); err != nil {
+				return command.FlagErrorf("--at: %v", err)
 			}
 			if runF != nil {
 				return runF(opts)
@@ -84,6 +92,7 @@ listens on the loopback interface only. Ctrl-C stops it. #peak, #oom or
 	fl.IntVar(&opts.Port, "port", 0, "port to listen on, on 127.0.0.1 (0: a free port)")
 	fl.BoolVar(&opts.NoOpen, "no-open", false, "print the URL without opening a browser")
 	cmd.Flags().IntVar(&opts.Device, "device", -1, "open this device first (default: the first with a trace)")
+	fl.StringVar(&opts.At, "at", "", "open at {peak|oom|N}: the peak, the first OOM or trace entry N")
 	command.AddAllFramesFlag(cmd, &opts.AllFrames)
 	return cmd
 }
@@ -129,7 +138,8 @@ func runView(opts *Options) error {
 	if err != nil {
 		return fmt.Errorf("--port %d: %w", opts.Port, err)
 	}
-	url := fmt.Sprintf("http://%s/?token=%s", ln.Addr(), token)
+	frag, _ := fragment(opts.At)
+	url := fmt.Sprintf("http://%s/?token=%s%s", ln.Addr(), token, frag)
 	fmt.Fprintf(opts.IO.Out, "memstat view: %s\n", url)
 	fmt.Fprintf(opts.IO.ErrOut, "memstat: serving %s on 127.0.0.1 only; Ctrl-C stops\n", opts.File)
 	if !opts.NoOpen {
@@ -179,4 +189,19 @@ func openBrowser(url string) {
 	if cmd.Start() == nil {
 		go cmd.Wait()
 	}
+}
+
+// fragment is the URL fragment of --at.
+func fragment(at string) (string, error) {
+	switch at {
+	case "":
+		return "", nil
+	case "peak", "oom":
+		return "#" + at, nil
+	}
+	n, err := strconv.Atoi(at)
+	if err != nil || n < 0 {
+		return "", fmt.Errorf("%q: want peak, oom or a trace entry index", at)
+	}
+	return "#entry=" + strconv.Itoa(n), nil
 }

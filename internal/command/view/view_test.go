@@ -153,6 +153,7 @@ func TestFlags(t *testing.T) {
 		{[]string{}, "want one snapshot"},
 		{[]string{"x.pickle", "--port", "-1"}, "--port"},
 		{[]string{"x.pickle", "--port", "70000"}, "--port"},
+		{[]string{"x.pickle", "--at", "soon"}, "--at"},
 	} {
 		cmd := NewCmdView(&command.Factory{IO: ios}, func(*Options) error { return nil })
 		cmd.SetArgs(c.args)
@@ -167,6 +168,11 @@ func TestFlags(t *testing.T) {
 	cmd.SetArgs([]string{"x.pickle", "--port", "8765", "--no-open", "--all-frames"})
 	if err := cmd.Execute(); err != nil || got.Port != 8765 || !got.NoOpen || !got.AllFrames || got.File != "x.pickle" {
 		t.Errorf("parsed %+v, %v", got, err)
+	}
+	for at, want := range map[string]string{"": "", "peak": "#peak", "oom": "#oom", "12": "#entry=12"} {
+		if got, err := fragment(at); err != nil || got != want {
+			t.Errorf("--at %q: %q, %v; want %q", at, got, err, want)
+		}
 	}
 	// A missing file is a one-line error naming it, before any server.
 	ios, _, _, _ = iostreams.Test()
