@@ -141,6 +141,11 @@ func runView(opts *Options) error {
 	frag, _ := fragment(opts.At)
 	url := fmt.Sprintf("http://%s/?token=%s%s", ln.Addr(), token, frag)
 	fmt.Fprintf(opts.IO.Out, "memstat view: %s\n", url)
+	// stdout is buffered until a command returns; this one runs until
+	// Ctrl-C, and its URL is what the user needs now.
+	if err := opts.IO.Flush(); err != nil {
+		return err
+	}
 	fmt.Fprintf(opts.IO.ErrOut, "memstat: serving %s on 127.0.0.1 only; Ctrl-C stops\n", opts.File)
 	if !opts.NoOpen {
 		openBrowser(url)

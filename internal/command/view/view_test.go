@@ -1,6 +1,7 @@
 package view
 
 import (
+	"bufio"
 	"context"
 	"io"
 	"net"
@@ -33,6 +34,9 @@ func fixtureFile(t *testing.T) string {
 func serve(t *testing.T, file string, args ...string) *url.URL {
 	t.Helper()
 	ios, _, out, errOut := iostreams.Test()
+	// Buffered as a real process's stdout is: the URL must reach the user
+	// while the server runs.
+	ios.Out = bufio.NewWriterSize(out, 64<<10)
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan string, 1)
 	done := make(chan error, 1)
@@ -65,7 +69,7 @@ func serve(t *testing.T, file string, args ...string) *url.URL {
 		}
 	})
 	if !strings.Contains(out.String(), raw) {
-		t.Errorf("the URL %s is not printed: %q", raw, out.String())
+		t.Errorf("the URL %s is not printed (or still buffered): %q", raw, out.String())
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
