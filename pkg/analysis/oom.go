@@ -45,6 +45,8 @@ type MemoryState struct {
 	// PrivateFree is free memory in private pools (CUDA graphs, MemPool),
 	// which PyTorch's message counts separately.
 	PrivateFree int64 `json:"private_pool_free_bytes"`
+	// PrivateAllocated is the allocated memory that sat in private pools.
+	PrivateAllocated int64 `json:"private_pool_allocated_bytes,omitempty"`
 	// Holders group the live memory by allocation stack, largest first;
 	// HoldersRest sums the stacks cut from the list (Count 0: none).
 	Holders     []Group `json:"holders"`
@@ -69,6 +71,9 @@ func (rp *Replayed) Describe(st *State, fr *Frames, top int) MemoryState {
 			case snapshot.ActiveAllocated:
 				ms.Allocated += b.Size
 				ms.Rounding += b.Size - b.RequestedSize
+				if !seg.PoolID.IsDefault() {
+					ms.PrivateAllocated += b.Size
+				}
 			case snapshot.ActivePendingFree:
 				ms.Pending += b.Size
 				ms.Rounding += b.Size - b.RequestedSize

@@ -30,6 +30,9 @@ func StateText(ms *analysis.MemoryState) string {
 		s += fmt.Sprintf(", so %s of it is scattered outside the largest block", Percent(ms.ExternalFragmentation))
 	}
 	s += ")"
+	if ms.PrivateAllocated > 0 || ms.PrivateFree > 0 {
+		s += fmt.Sprintf("; private pools (CUDA graphs, MemPool) hold %s of the allocated memory and %s of the free", Size(ms.PrivateAllocated), Size(ms.PrivateFree))
+	}
 	if ms.Pending > 0 {
 		s += fmt.Sprintf("; %s freed but waiting for other streams", Size(ms.Pending))
 	}
