@@ -1,6 +1,7 @@
 package allocator
 
 import (
+	"errors"
 	"fmt"
 	"math"
 
@@ -85,6 +86,29 @@ func (a *Allocator) releaseBlock(b *block, ctx snapshot.StackID) {
 	a.recycle(b)
 }
 
+// ErrCudaFreeInvalid is the CUDA error PyTorch raises when
+// release_available_cached_blocks hands release_block a free block that is
+// part of a split segment: cudaFree of a pointer that is not a segment
+// base fails with cudaErrorInvalidValue (C10_CUDA_CHECK).
+var ErrCudaFreeInvalid = errors.New("CUDA error: invalid argument (cudaFree of a block inside a segment: max_split_size_mb was lowered at runtime below a split block's size)")
+
+// releaseOversizeBlock is release_block as release_available_cached_blocks
+// calls it. Oversize blocks are never split, unless max_split_size_mb was
+// lowered at runtime (_set_allocator_settings) after a larger block was
+// split: then PyTorch (every release 2.0-2.10) counts num_device_free,
+// records segment_free and fails in cudaFree, leaving the block cached.
+// The simulator does the same and returns ErrCudaFreeInvalid; the state
+// stays consistent. docs/versions.md, "Decisions".
+func (a *Allocator) releaseOversizeBlock(b *block, ctx snapshot.StackID) error {
+	if b.isSplit() {
+		a.stats.NumDeviceFree++
+		a.record(snapshot.ActionSegmentFree, b.addr, b.size, b.stream, b.pool, orStack(ctx, b.segStack))
+		return ErrCudaFreeInvalid
+	}
+	a.releaseBlock(b, ctx)
+	return nil
+}
+
 // releaseAvailableCachedBlocks is release_available_cached_blocks, the
 // first fallback after a failed cudaMalloc when max_split_size is set: free
 // the smallest oversize block that is large enough, or else oversize blocks
@@ -106,7 +130,9 @@ func (a *Allocator) releaseAvailableCachedBlocks(p *allocParams, ctx snapshot.St
 		if it.b.expandable() {
 			return false, expandableAssert()
 		}
-		a.releaseBlock(it.b, ctx)
+		if err := a.releaseOversizeBlock(it.b, ctx); err != nil {
+			return false, err
+		}
 		return true, nil
 	}
 	prev, ok := pool.blocks.before(key)
@@ -122,7 +148,9 @@ func (a *Allocator) releaseAvailableCachedBlocks(p *allocParams, ctx snapshot.St
 			}
 		} else {
 			released += uint64(cur.size)
-			a.releaseBlock(cur, ctx)
+			if err := a.releaseOversizeBlock(cur, ctx); err != nil {
+				return false, err
+			}
 		}
 		if !more {
 			break

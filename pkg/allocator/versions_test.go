@@ -1,6 +1,7 @@
 package allocator
 
 import (
+	"errors"
 	"slices"
 	"testing"
 
@@ -133,5 +134,39 @@ func TestRingBufferResize(t *testing.T) {
 	}
 	if want := []int64{7, 3, 4, 5, 8}; !slices.Equal(got, want) {
 		t.Errorf("trace sizes %v, want %v", got, want)
+	}
+}
+
+// TestLoweredMaxSplitSizeReleaseFails: a 100 MiB segment split for 30 MiB
+// leaves a 70 MiB free split block; _set_allocator_settings lowers
+// max_split_size_mb to 40; a 200 MiB request that cudaMalloc cannot satisfy
+// makes release_available_cached_blocks pick the 70 MiB block (oversize
+// now) and release_block records segment_free, then cudaFree fails on a
+// pointer inside the segment (every release 2.0-2.10). The simulator
+// raises that error and keeps the segment, live block included.
+func TestLoweredMaxSplitSizeReleaseFails(t *testing.T) {
+	for _, v := range []Version{V2_0, V2_5, Latest} {
+		s := newSim(t, "", v, Options{Capacity: 250 * mib})
+		a := s.alloc(100*mib, s0)
+		s.free(a)
+		s.alloc(30*mib, s0) // splits the cached 100 MiB segment
+		if err := s.SetAllocatorSettings("max_split_size_mb:40"); err != nil {
+			t.Fatal(err)
+		}
+		before := len(s.Trace())
+		_, err := s.Malloc(200*mib, s0, snapshot.NoStack)
+		if !errors.Is(err, ErrCudaFreeInvalid) {
+			t.Fatalf("%s: Malloc error %v, want the CUDA error", v, err)
+		}
+		// (The full invariant check recounts oversize_segments under the
+		// new bound, which PyTorch's counter does not do either.)
+		if got, want := traceString(s.Trace()[before:], base), "segment_free(+31457280,73400320)"; got != want {
+			t.Errorf("%s: trace %s, want %s", v, got, want)
+		}
+		segs := s.Segments()
+		if len(segs) != 1 || segs[0].TotalSize != 100*mib || len(segs[0].Blocks) != 2 ||
+			segs[0].Blocks[0].Size != 30*mib || !segs[0].Blocks[0].State.Active() || segs[0].Blocks[1].Size != 70*mib {
+			t.Errorf("%s: segments %+v, want the 100 MiB segment with its live 30 MiB block kept", v, segs)
+		}
 	}
 }
