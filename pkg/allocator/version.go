@@ -74,7 +74,10 @@ func (v Version) String() string {
 }
 
 // The predicates below name each behaviour difference of the allocator model
-// §13, so that call sites read as the decision they implement.
+// §13, so that call sites read as the decision they implement. Each is a
+// row of docs/versions.md ("Decisions and counters", "Settings keys",
+// "Snapshot keys"), which gives its source; the OOM text is in oom.go and
+// the read-back ranges in guess.go, with rows of their own there.
 
 // roundsUnitDivisionsRaw: 2.0-2.3 returned the request unrounded when the
 // roundup_power2_divisions entry was 1 (fixed by PR #126830 in 2.4).
