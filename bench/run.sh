@@ -22,6 +22,8 @@
 #  4. Many ranks: `memstat stats --summary` over 64 rank files of 50 MB.
 #  5. The Go benchmarks: allocator ops/s, pickle and snapshot decode/encode
 #     MB/s, and snapshot.Read on the 100 MB files.
+#  6. bench/view.sh: memstat view's first page against stats, zoom and pan
+#     latency, the state at an event, the server's peak RSS.
 #
 # Environment: RUNS (default 3), GEN (path of gen_snapshot.py),
 # SKIP_1GB=1 (leave out the 1 GB files), SKIP_RANKS=1, BENCHTIME (go test
@@ -341,3 +343,7 @@ awk -v begin="$begin" -v end="$end" -v body="$body" '
 rm -f "$body"
 mv "$tmp" "$DOC"
 echo "bench: wrote $DOC" >&2
+
+# 6. memstat view: first page, zoom/pan latency, server RSS (its own
+# section of BENCHMARKS.md).
+RUNS=$RUNS GEN=$GEN bench/view.sh

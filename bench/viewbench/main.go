@@ -1,0 +1,190 @@
+// Command viewbench measures `memstat view` on one snapshot (bench/view.sh
+// runs it): the time from starting the server to the page's first
+// picture (the URL printed, then every request the page makes before it
+// draws: the page, info, the device's overview and its first window),
+// the latency of zoom and pan requests at several levels of detail, and
+// the server's peak RSS. It prints one line of JSON.
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+type result struct {
+	FirstPageS    float64 `json:"first_page_s"`
+	URLS          float64 `json:"url_s"`
+	Entries       int     `json:"entries"`
+	Requests      int     `json:"zoom_pan_requests"`
+	MedianMS      float64 `json:"zoom_pan_median_ms"`
+	P90MS         float64 `json:"zoom_pan_p90_ms"`
+	MaxMS         float64 `json:"zoom_pan_max_ms"`
+	FirstGroupMS  float64 `json:"first_group_by_ms"`
+	StateMS       float64 `json:"state_at_peak_ms"`
+	StepMS        float64 `json:"state_next_entry_ms"`
+	PeakRSSKB     int64   `json:"peak_rss_kb"`
+	WindowBytesKB float64 `json:"whole_window_kb"`
+}
+
+func main() {
+	bin := flag.String("bin", "bin/memstat", "memstat binary")
+	n := flag.Int("requests", 40, "zoom and pan requests")
+	width := flag.Int("width", 1300, "columns per window (a wide screen's plot)")
+	flag.Parse()
+	if flag.NArg() != 1 {
+		fmt.Fprintln(os.Stderr, "usage: viewbench [-bin B] [-requests N] FILE")
+		os.Exit(2)
+	}
+	if err := run(*bin, flag.Arg(0), *n, *width); err != nil {
+		fmt.Fprintln(os.Stderr, "viewbench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(bin, file string, n, width int) error {
+	start := time.Now()
+	cmd := exec.Command(bin, "view", file, "--no-open")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	defer func() {
+		cmd.Process.Signal(syscall.SIGINT)
+		cmd.Wait()
+	}()
+	var url string
+	sc := bufio.NewScanner(out)
+	for sc.Scan() {
+		if u, ok := strings.CutPrefix(sc.Text(), "memstat view: "); ok {
+			url = u
+			break
+		}
+	}
+	if url == "" {
+		return fmt.Errorf("memstat view printed no URL")
+	}
+	go io.Copy(io.Discard, out)
+	var res result
+	res.URLS = time.Since(start).Seconds()
+	base, tok, _ := strings.Cut(url, "/?token=")
+	get := func(path string, q string) ([]byte, time.Duration, error) {
+		t := time.Now()
+		r, err := http.Get(base + path + "?token=" + tok + q)
+		if err != nil {
+			return nil, 0, err
+		}
+		defer r.Body.Close()
+		b, err := io.ReadAll(r.Body)
+		if r.StatusCode != http.StatusOK {
+			return nil, 0, fmt.Errorf("%s: %s: %s", path, r.Status, b)
+		}
+		return b, time.Since(t), err
+	}
+	if _, _, err := get("/", ""); err != nil {
+		return err
+	}
+	b, _, err := get("/api/info", "")
+	if err != nil {
+		return err
+	}
+	var info struct {
+		First int `json:"first"`
+	}
+	json.Unmarshal(b, &info)
+	dev := "&device=" + strconv.Itoa(info.First)
+	b, _, err = get("/api/overview", dev)
+	if err != nil {
+		return err
+	}
+	var ov struct {
+		Entries int `json:"entries"`
+		Marks   struct {
+			PeakAllocated struct {
+				Index int `json:"index"`
+			} `json:"peak_allocated"`
+		} `json:"marks"`
+	}
+	json.Unmarshal(b, &ov)
+	b, _, err = get("/api/window", fmt.Sprintf("%s&from=0&to=-1&width=%d&by=allocation&top=300", dev, width))
+	if err != nil {
+		return err
+	}
+	res.FirstPageS = time.Since(start).Seconds()
+	res.WindowBytesKB = float64(len(b)) / 1024
+	res.Entries = ov.Entries
+
+	// Zoom and pan: windows from the whole trace down to a few hundred
+	// entries, at random places, as a user's wheel and drags ask for them.
+	rng := rand.New(rand.NewPCG(1, 1))
+	var lat []float64
+	for i := range n {
+		span := max(ov.Entries>>(i%12), 200)
+		from := rng.IntN(max(ov.Entries-span, 1))
+		_, d, err := get("/api/window", fmt.Sprintf("%s&from=%d&to=%d&width=%d&by=allocation&top=300", dev, from, from+span-1, width))
+		if err != nil {
+			return err
+		}
+		lat = append(lat, float64(d.Microseconds())/1000)
+	}
+	_, d, err := get("/api/window", fmt.Sprintf("%s&from=0&to=-1&width=%d&by=stack&top=40", dev, width))
+	if err != nil {
+		return err
+	}
+	res.FirstGroupMS = float64(d.Microseconds()) / 1000
+	for i := range n / 4 {
+		span := max(ov.Entries>>(i%12), 200)
+		from := rng.IntN(max(ov.Entries-span, 1))
+		_, d, err := get("/api/window", fmt.Sprintf("%s&from=%d&to=%d&width=%d&by=stack&top=40", dev, from, from+span-1, width))
+		if err != nil {
+			return err
+		}
+		lat = append(lat, float64(d.Microseconds())/1000)
+	}
+	slices.Sort(lat)
+	res.Requests = len(lat)
+	res.MedianMS = lat[len(lat)/2]
+	res.P90MS = lat[len(lat)*9/10]
+	res.MaxMS = lat[len(lat)-1]
+	peak := ov.Marks.PeakAllocated.Index
+	if _, d, err = get("/api/state", fmt.Sprintf("%s&at=%d", dev, peak)); err != nil {
+		return err
+	}
+	res.StateMS = float64(d.Microseconds()) / 1000
+	if _, d, err = get("/api/state", fmt.Sprintf("%s&at=%d", dev, min(peak+1, ov.Entries-1))); err != nil {
+		return err
+	}
+	res.StepMS = float64(d.Microseconds()) / 1000
+	res.PeakRSSKB = vmHWM(cmd.Process.Pid)
+	return json.NewEncoder(os.Stdout).Encode(res)
+}
+
+// vmHWM is a process's peak resident set (kB), from /proc.
+func vmHWM(pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return -1
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmHWM:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			return kb
+		}
+	}
+	return -1
+}
