@@ -15,6 +15,7 @@ import (
 	"github.com/memstat/memstat/pkg/analysis"
 	"github.com/memstat/memstat/pkg/report"
 	rplot "github.com/memstat/memstat/pkg/report/plot"
+	"github.com/memstat/memstat/pkg/snapshot"
 	"github.com/memstat/memstat/pkg/timeline"
 	"github.com/memstat/memstat/pkg/view"
 )
@@ -127,6 +128,11 @@ func runPlot(opts *Options) error {
 	if err != nil {
 		return err
 	}
+	if opts.Device < 0 {
+		for _, line := range leftOut(snap, device) {
+			fmt.Fprintf(opts.IO.ErrOut, "memstat: %s: %s\n", opts.File, line)
+		}
+	}
 	tlo := timeline.Options{Device: device, Pools: opts.Pools, From: opts.from, To: opts.to}
 	var tl *timeline.Timeline
 	var bands *rplot.Bands
@@ -231,4 +237,33 @@ func stackedBands(m *view.Model, tl *timeline.Timeline, by analysis.GroupBy, top
 	}
 	b.Layers = append(b.Layers, rest)
 	return b, nil
+}
+
+// leftOut names the devices with a trace that the picture of device drawn
+// leaves out, those that ran out of memory first: "device 1 ran out of
+// memory; use --device 1".
+func leftOut(snap *snapshot.Snapshot, drawn int) []string {
+	var oom, other []string
+	for d := range snap.Devices() {
+		tr := snap.Trace(d)
+		if d == drawn || len(tr) == 0 {
+			continue
+		}
+		n := 0
+		for i := range tr {
+			if tr[i].Action == snapshot.ActionOOM {
+				n++
+			}
+		}
+		if n > 0 {
+			times := "once"
+			if n > 1 {
+				times = fmt.Sprintf("%d times", n)
+			}
+			oom = append(oom, fmt.Sprintf("device %d ran out of memory (%s); use --device %d", d, times, d))
+		} else {
+			other = append(other, fmt.Sprintf("device %d has a trace too; use --device %d", d, d))
+		}
+	}
+	return append(oom, other...)
 }

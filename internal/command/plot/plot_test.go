@@ -187,3 +187,29 @@ func TestStacked(t *testing.T) {
 		t.Error("a group past --top 3 has a legend entry of its own")
 	}
 }
+
+// TestNamesTheDevicesLeftOut: a picture of the first device says which
+// other device ran out of memory and how to draw it; --device says nothing.
+func TestNamesTheDevicesLeftOut(t *testing.T) {
+	fx := testsnap.Build(t)
+	s := fx.Snapshot
+	// Device 1 has the whole run, OOM included; device 0 stops before it.
+	full := s.Traces[0]
+	s.Traces = [][]snapshot.TraceEntry{full[:fx.OOMIndex], full}
+	dir := t.TempDir()
+	in := filepath.Join(dir, "two.pickle")
+	if err := snapshot.WriteFile(in, s); err != nil {
+		t.Fatal(err)
+	}
+	_, errOut, err := execPlot(t, in, "-o", filepath.Join(dir, "a.svg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(errOut, "device 1 ran out of memory (once); use --device 1") {
+		t.Errorf("stderr %q does not name device 1", errOut)
+	}
+	_, errOut, err = execPlot(t, in, "-o", filepath.Join(dir, "b.svg"), "--device", "1")
+	if err != nil || strings.Contains(errOut, "use --device") {
+		t.Errorf("--device 1: %v, stderr %q", err, errOut)
+	}
+}

@@ -209,6 +209,7 @@ func Build(t *timeline.Timeline, o Options) (*gplot.Plot, error) {
 
 	// Phases first, under the lines.
 	if len(t.Phases) > 0 {
+		var first *plotter.Polygon
 		for i, ph := range t.Phases {
 			poly, err := plotter.NewPolygon(plotter.XYs{
 				{X: ph.Start, Y: 0}, {X: ph.End, Y: 0}, {X: ph.End, Y: p.Y.Max}, {X: ph.Start, Y: p.Y.Max},
@@ -221,29 +222,20 @@ func Build(t *timeline.Timeline, o Options) (*gplot.Plot, error) {
 			poly.LineStyle.Color = color.Transparent
 			p.Add(poly)
 			if i == 0 {
-				p.Legend.Add("annotated phase", poly)
+				first = poly
 			}
 		}
-		if len(t.Phases) <= 8 {
-			for _, ph := range t.Phases {
-				// Name each span at its left edge, or its right edge when it
-				// starts close to the end of the axis.
-				at, align, dx := ph.Start, draw.XLeft, vg.Points(2)
-				if ph.Start > xLo+0.8*(xHi-xLo) {
-					at, align, dx = ph.End, draw.XRight, -vg.Points(2)
-				}
-				l, err := plotter.NewLabels(plotter.XYLabels{XYs: plotter.XYs{{X: at, Y: p.Y.Max}}, Labels: []string{shortName(ph.Name)}})
-				if err != nil {
-					return nil, err
-				}
-				l.TextStyle[0].Font = font.From(sans, 8)
-				l.TextStyle[0].Color = color.Gray{Y: 0x55}
-				l.TextStyle[0].XAlign = align
-				l.TextStyle[0].YAlign = draw.YTop
-				l.Offset = vg.Point{X: dx, Y: -vg.Points(2)}
-				p.Add(l)
-			}
+		dropped, lanes, err := phaseLabels(p, t.Phases, xLo, xHi, o)
+		if err != nil {
+			return nil, err
 		}
+		// The legend goes below the lanes of phase names.
+		p.Legend.YOffs = -vg.Points(4) - vg.Length(lanes)*vg.Points(10)
+		legend := "annotated phase"
+		if dropped > 0 {
+			legend = fmt.Sprintf("annotated phase (%d names not shown)", dropped)
+		}
+		p.Legend.Add(legend, first)
 	}
 
 	if err := addBands(p, o.Bands, scale); err != nil {
@@ -353,6 +345,94 @@ func setFonts(p *gplot.Plot) {
 		ax.Tick.Label.Font = font.From(sans, 9)
 	}
 	p.Legend.TextStyle.Font = font.From(sans, 9)
+}
+
+// maxLanes is how many lines of phase names the picture has room for
+// above the lines; when the runs need more, the shortest are not named
+// (the legend says how many).
+const maxLanes = 6
+
+// phaseLabels names the phases once per run of repeats (timeline.MergeRuns:
+// "step 1..30") at the run's left edge, in lanes that never overlap
+// (timeline.Lanes), each lane one line below the one before.
+func phaseLabels(p *gplot.Plot, phases []timeline.Phase, xLo, xHi float64, o Options) (dropped, lanes int, err error) {
+	runs := timeline.MergeRuns(phases)
+	fnt := font.From(sans, 8)
+	face := font.DefaultCache.Lookup(fnt, fnt.Size)
+	width := o.Width
+	if width == 0 {
+		width = 11 * vg.Inch
+	}
+	// The data area is the picture less its margins and the Y axis.
+	perPoint := (xHi - xLo) / float64(max(width-vg.Points(90), vg.Points(100)))
+	boxes := make([]timeline.Box, len(runs))
+	texts := make([]string, len(runs))
+	right := make([]bool, len(runs))
+	for i, r := range runs {
+		texts[i] = shortName(r.Label)
+		w := float64(face.Width(texts[i])+vg.Points(4)) * perPoint
+		// At its left edge, or its right edge when it starts close to the
+		// end of the axis.
+		if r.Start > xLo+0.8*(xHi-xLo) {
+			right[i] = true
+			boxes[i] = timeline.Box{Start: r.End - w, End: r.End}
+		} else {
+			boxes[i] = timeline.Box{Start: r.Start, End: r.Start + w}
+		}
+	}
+	// Drop the names of the shortest runs until the rest fit.
+	keep := make([]bool, len(runs))
+	for i := range keep {
+		keep[i] = true
+	}
+	var lane []int
+	for {
+		var kept []timeline.Box
+		var idx []int
+		for i, b := range boxes {
+			if keep[i] {
+				kept = append(kept, b)
+				idx = append(idx, i)
+			}
+		}
+		l, n := timeline.Lanes(kept, 2*perPoint)
+		if n <= maxLanes {
+			lanes = n
+			lane = make([]int, len(runs))
+			for k, i := range idx {
+				lane[i] = l[k]
+			}
+			break
+		}
+		shortest := -1
+		for i, r := range runs {
+			if keep[i] && (shortest < 0 || r.End-r.Start < runs[shortest].End-runs[shortest].Start) {
+				shortest = i
+			}
+		}
+		keep[shortest] = false
+		dropped++
+	}
+	for i, r := range runs {
+		if !keep[i] {
+			continue
+		}
+		at, align, dx := r.Start, draw.XLeft, vg.Points(2)
+		if right[i] {
+			at, align, dx = r.End, draw.XRight, -vg.Points(2)
+		}
+		l, err := plotter.NewLabels(plotter.XYLabels{XYs: plotter.XYs{{X: at, Y: p.Y.Max}}, Labels: []string{texts[i]}})
+		if err != nil {
+			return 0, 0, err
+		}
+		l.TextStyle[0].Font = fnt
+		l.TextStyle[0].Color = color.Gray{Y: 0x55}
+		l.TextStyle[0].XAlign = align
+		l.TextStyle[0].YAlign = draw.YTop
+		l.Offset = vg.Point{X: dx, Y: -vg.Points(2) - vg.Length(lane[i])*vg.Points(10)}
+		p.Add(l)
+	}
+	return dropped, lanes, nil
 }
 
 // shortName trims a record_function name ("Optimizer.step#AdamW.step")

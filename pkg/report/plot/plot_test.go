@@ -3,11 +3,18 @@ package plot
 import (
 	"bytes"
 	"encoding/xml"
+	"fmt"
+	"html"
 	"image/png"
 	"io"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
+	"gonum.org/v1/plot/font"
+
+	"github.com/memstat/memstat/internal/golden"
 	"github.com/memstat/memstat/internal/testsnap"
 	"github.com/memstat/memstat/pkg/timeline"
 )
@@ -143,5 +150,97 @@ func TestFormatOf(t *testing.T) {
 	}
 	if _, err := FormatOf("c.pdf"); err == nil {
 		t.Error("FormatOf(c.pdf) succeeded")
+	}
+}
+
+// manyPhases is a recording with many short ranges: 20 numbered steps,
+// each with forward, backward and optimizer ranges inside, and a few
+// one-off ranges that start close together.
+func manyPhases() *timeline.Timeline {
+	tl := &timeline.Timeline{Series: []timeline.Series{{Key: "allocated", Name: "allocated",
+		Points: []timeline.Point{{X: 0, Bytes: 1 << 30}, {X: 50, Bytes: 3 << 30}, {X: 100, Bytes: 2 << 30}}}}}
+	tl.Peak.Index = -1
+	for i := 1; i <= 20; i++ {
+		x := float64(i * 4)
+		tl.Phases = append(tl.Phases,
+			timeline.Phase{Name: fmt.Sprintf("step %d", i), Start: x, End: x + 3.5},
+			timeline.Phase{Name: "forward", Start: x + 0.1, End: x + 1.5},
+			timeline.Phase{Name: "backward", Start: x + 1.6, End: x + 3},
+			timeline.Phase{Name: "## optimizer.step ##", Start: x + 3.1, End: x + 3.4})
+	}
+	for i, name := range []string{"load checkpoint", "warmup", "compile model", "eval"} {
+		tl.Phases = append(tl.Phases, timeline.Phase{Name: name, Start: 1 + float64(i)*0.3, End: 2 + float64(i)*0.3})
+	}
+	return tl
+}
+
+var svgText = regexp.MustCompile(`<text x="([-0-9.]+)" y="([-0-9.]+)"[^>]*\n?[^>]*font-size:8px;fill:#555555">([^<]*)</text>`)
+
+// TestPhaseLabelsNeverOverlap: on a recording with many short ranges the
+// repeated ones are named once (step 1..20, forward ×20) and no two phase
+// names overlap in the SVG, read back from its text positions and the
+// font's widths; the SVG and PNG are golden files.
+func TestPhaseLabelsNeverOverlap(t *testing.T) {
+	tl := manyPhases()
+	var svg bytes.Buffer
+	if err := Write(&svg, tl, SVG, Options{Title: "many phases"}); err != nil {
+		t.Fatal(err)
+	}
+	face := font.DefaultCache.Lookup(font.From(sans, 8), 8)
+	type box struct {
+		name           string
+		x0, x1, y0, y1 float64
+	}
+	var boxes []box
+	names := map[string]bool{}
+	for _, m := range svgText.FindAllStringSubmatch(svg.String(), -1) {
+		x, _ := strconv.ParseFloat(m[1], 64)
+		y, _ := strconv.ParseFloat(m[2], 64)
+		w := float64(face.Width(html.UnescapeString(m[3])))
+		boxes = append(boxes, box{m[3], x, x + w, y - 8, y})
+		names[html.UnescapeString(m[3])] = true
+	}
+	for _, want := range []string{"step 1..20", "forward ×20", "backward ×20", "## optimizer.step ## ×20", "load checkpoint", "warmup", "compile model", "eval"} {
+		if !names[want] {
+			t.Errorf("no phase label %q; labels: %v", want, names)
+		}
+	}
+	lanes := map[float64]bool{}
+	for _, b := range boxes {
+		lanes[b.y1] = true
+	}
+	if len(names) != 8 || len(lanes) < 4 {
+		t.Errorf("%d phase labels in %d lanes, want 8 in 4 or more", len(names), len(lanes))
+	}
+	for i := range boxes {
+		for j := range i {
+			a, b := boxes[i], boxes[j]
+			if a.x0 < b.x1 && b.x0 < a.x1 && a.y0 < b.y1 && b.y0 < a.y1 {
+				t.Errorf("labels %q and %q overlap: %+v %+v", a.name, b.name, a, b)
+			}
+		}
+	}
+	golden.Check(t, "many-phases.svg", svg.Bytes())
+	var png bytes.Buffer
+	if err := Write(&png, tl, PNG, Options{Title: "many phases"}); err != nil {
+		t.Fatal(err)
+	}
+	golden.Check(t, "many-phases.png", png.Bytes())
+}
+
+// TestPhaseNamesThatDoNotFit: ten one-off ranges at the same place need
+// ten lanes; six are drawn and the legend says four names are not shown.
+func TestPhaseNamesThatDoNotFit(t *testing.T) {
+	tl := manyPhases()
+	tl.Phases = nil
+	for i := range 10 {
+		tl.Phases = append(tl.Phases, timeline.Phase{Name: fmt.Sprintf("range %c", 'a'+i), Start: 10 + float64(i)*0.1, End: 12})
+	}
+	var svg bytes.Buffer
+	if err := Write(&svg, tl, SVG, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(svgText.FindAllString(svg.String(), -1)); n != 6 || !strings.Contains(svg.String(), "annotated phase (4 names not shown)") {
+		t.Errorf("%d names drawn; want 6 and the legend saying 4 are not shown", n)
 	}
 }
