@@ -9,6 +9,7 @@ package advise
 import (
 	"errors"
 	"fmt"
+	"math"
 	"runtime"
 	"slices"
 	"sync"
@@ -46,13 +47,16 @@ type Result struct {
 	StartFailed bool `json:"start_failed"`
 	// AllocatedAtFirstOOM is the memory tensors held when the first OOM
 	// happened.
-	AllocatedAtFirstOOM int64   `json:"allocated_at_first_oom"`
-	PeakReserved        int64   `json:"peak_reserved"`
-	PeakAllocated       int64   `json:"peak_allocated"`
-	PeakRequested       int64   `json:"peak_requested"`
-	Fragmentation       float64 `json:"fragmentation_at_peak_reserved"`
-	SegmentsCreated     int64   `json:"segments_created"`
-	AllocRetries        int64   `json:"alloc_retries"`
+	AllocatedAtFirstOOM int64 `json:"allocated_at_first_oom"`
+	PeakReserved        int64 `json:"peak_reserved"`
+	PeakAllocated       int64 `json:"peak_allocated"`
+	PeakRequested       int64 `json:"peak_requested"`
+	// Fragmentation is the share of reserved memory stranded at the
+	// peak of allocated memory (AtPeak.Fragmentation).
+	Fragmentation   float64          `json:"fragmentation"`
+	AtPeak          allocator.Unused `json:"at_peak_allocated"`
+	SegmentsCreated int64            `json:"segments_created"`
+	AllocRetries    int64            `json:"alloc_retries"`
 	// Rank is the position in the ranking, 1 = best.
 	Rank int `json:"rank"`
 
@@ -103,14 +107,18 @@ type Advice struct {
 	// Demand is the peak of the memory the recorded run's tensors asked
 	// for (requested_bytes.all.peak, replaying the recording itself).
 	Demand int64 `json:"demand"`
+	// Recorded is the recorded run itself, followed as `memstat stats`
+	// replays it (the same peaks, fragmentation and segments created);
+	// its FirstOOM is the trace's first oom entry.
+	Recorded Result `json:"recorded"`
 	// Baseline is the recorded settings replayed by the simulator alone,
-	// the fair comparison for every other setting.
+	// like every other setting: from a rebuilt start state whose live
+	// blocks are allocated afresh when the trace starts mid-run.
 	Baseline Result `json:"baseline"`
 	// Ranked are every setting tried, the baseline included, best first.
 	Ranked []Result `json:"ranked"`
-	// Best is the best setting when it beats the baseline (fewer OOMs, or
-	// as many and less peak reserved memory); nil when the recorded
-	// settings are as good as anything tried.
+	// Best is the best setting when it helps (see Helps) against both the
+	// recorded run and the baseline; nil when no setting tried does.
 	Best *Result `json:"best"`
 	// Simpler is a setting with fewer changes than Best, as good on OOMs,
 	// within 1% of its peak reserved memory (nil if none): worth knowing
@@ -159,6 +167,9 @@ func Advise(s *snapshot.Snapshot, o Options) (*Advice, error) {
 		return nil, err
 	}
 	adv.Demand = demand.peak
+	adv.Recorded = demand.run
+	adv.Recorded.Setting = base
+	adv.Recorded.FirstOOM = adv.RecordedOOMAt
 
 	// The baseline first: it fixes the device memory the others get.
 	baseRun, err := replay(s, o, base, v)
@@ -226,12 +237,12 @@ func Advise(s *snapshot.Snapshot, o Options) (*Advice, error) {
 		}
 	}
 	adv.Ranked = all
-	if better(&all[0], &adv.Baseline) {
+	if helps := func(r *Result) bool { return Helps(r, &adv.Baseline) && Helps(r, &adv.Recorded) }; helps(&all[0]) {
 		best := all[0]
 		adv.Best = &best
 		for _, r := range all[1:] {
-			if len(r.Changes) > 0 && len(r.Changes) < len(best.Changes) && r.failures() == best.failures() &&
-				better(&r, &adv.Baseline) && r.PeakReserved-best.PeakReserved <= best.PeakReserved/100 {
+			if len(r.Changes) > 0 && len(r.Changes) < len(best.Changes) && r.failAt() == best.failAt() &&
+				helps(&r) && r.PeakReserved-best.PeakReserved <= best.PeakReserved/100 {
 				simpler := r
 				adv.Simpler = &simpler
 				break
@@ -255,25 +266,60 @@ func combinations(ks []knob) [][]knob {
 	return out
 }
 
-// better reports whether a beats b where it matters: fewer OOMs, or as
-// many and less peak reserved memory. Fragmentation alone is no reason to
-// change settings.
-func better(a, b *Result) bool {
-	if a.failures() != b.failures() {
-		return a.failures() < b.failures()
+// MinSaving is the least saving of peak reserved memory that makes a
+// setting worth recommending: at least MinSavingShare of it and at least
+// MinSavingBytes. Less is noise: a different placement, a rounding.
+const (
+	MinSavingBytes = 64 * allocator.MiB
+	MinSavingShare = 0.01
+)
+
+// noFailure is failAt's value for a run that never ran out of memory.
+const noFailure = math.MaxInt
+
+// failAt is where a run first failed: -1 for a starting state that did
+// not fit, the trace entry of its first OOM, or noFailure. Later OOMs do
+// not count: the program died at the first.
+func (r *Result) failAt() int {
+	switch {
+	case r.StartFailed:
+		return -1
+	case r.OOMs > 0:
+		return r.FirstOOM
 	}
-	return a.PeakReserved < b.PeakReserved
+	return noFailure
 }
 
-// rankResults sorts best first: fewest OOMs (a run that fails is worse
-// than any that fits), then least peak reserved memory (what the GPU must
-// have), then least fragmentation at peak reserved, then fewest changed
-// knobs (simpler is better), then the setting's text.
+// Helps reports whether a setting's run a is worth recommending over b:
+// it removes b's first OOM or moves it later, or, when neither runs out
+// of memory, it lowers peak reserved memory by at least MinSavingShare
+// and MinSavingBytes. Two runs that die at the same entry are as bad as
+// each other, whatever their peaks and later OOMs.
+func Helps(a, b *Result) bool {
+	fa, fb := a.failAt(), b.failAt()
+	if fa != fb {
+		return fa > fb
+	}
+	if fa != noFailure {
+		return false
+	}
+	saving := b.PeakReserved - a.PeakReserved
+	return saving >= MinSavingBytes && float64(saving) >= MinSavingShare*float64(b.PeakReserved)
+}
+
+// rankResults sorts best first: the latest first OOM (none is best; a run
+// that fails is worse than any that fits, and later OOMs do not count),
+// then least peak reserved memory (what the GPU must have), then least
+// fragmentation at the allocated peak, then fewest changed knobs (simpler
+// is better), then the setting's text.
 func rankResults(rs []Result) {
 	slices.SortStableFunc(rs, func(a, b Result) int {
 		switch {
-		case a.failures() != b.failures():
-			return a.failures() - b.failures()
+		case a.failAt() != b.failAt():
+			if a.failAt() > b.failAt() {
+				return -1
+			}
+			return 1
 		case a.PeakReserved != b.PeakReserved:
 			return cmpInt(a.PeakReserved, b.PeakReserved)
 		case a.Fragmentation != b.Fragmentation:
@@ -311,10 +357,12 @@ type run struct {
 	coverage       string
 }
 
-// demand is what the recorded run's tensors asked for.
+// demand is what the recorded run's tensors asked for, and the recorded
+// run's own figures.
 type demand struct {
 	first int64 // requested memory after the first alloc entry
 	peak  int64 // peak requested memory
+	run   Result
 }
 
 // recordedDemand replays the recording itself (follow mode, as `memstat
@@ -337,6 +385,11 @@ func recordedDemand(s *snapshot.Snapshot, o Options, v allocator.Version) (deman
 		return d, fmt.Errorf("recorded settings: %w", err)
 	}
 	d.peak = res.Stats.RequestedBytes[allocator.PoolAll].Peak
+	d.run = Result{
+		OOMs: res.OOMs.Recorded, FirstOOM: -1, PeakReserved: res.PeakReserved.Bytes, PeakAllocated: res.PeakAllocated.Bytes,
+		PeakRequested: d.peak, Fragmentation: res.AtPeak.Fragmentation, AtPeak: res.AtPeak,
+		SegmentsCreated: res.SegmentsCreated, AllocRetries: res.Stats.NumAllocRetries,
+	}
 	return d, nil
 }
 
@@ -387,7 +440,8 @@ func replay(s *snapshot.Snapshot, o Options, st Setting, v allocator.Version) (*
 	out.PeakReserved = res.PeakReserved.Bytes
 	out.PeakAllocated = res.PeakAllocated.Bytes
 	out.PeakRequested = res.Stats.RequestedBytes[allocator.PoolAll].Peak
-	out.Fragmentation = res.FragmentationAtPeakReserved
+	out.Fragmentation = res.AtPeak.Fragmentation
+	out.AtPeak = res.AtPeak
 	out.SegmentsCreated = res.SegmentsCreated
 	out.AllocRetries = res.Stats.NumAllocRetries
 	out.capacity, out.capacitySource = res.Capacity, res.CapacitySource

@@ -95,10 +95,10 @@ func TestFragmentationWorkloadGetsExpandableSegments(t *testing.T) {
 	for _, r := range append([]Result{a.Baseline}, a.Ranked...) {
 		res := replayWith(t, s, r.Conf, 0)
 		if res.PeakReserved.Bytes != r.PeakReserved || res.PeakAllocated.Bytes != r.PeakAllocated ||
-			res.OOMs.Simulated != r.OOMs || res.SegmentsCreated != r.SegmentsCreated || res.FragmentationAtPeakReserved != r.Fragmentation {
+			res.OOMs.Simulated != r.OOMs || res.SegmentsCreated != r.SegmentsCreated || res.AtPeak.Fragmentation != r.Fragmentation {
 			t.Errorf("%s: advise says reserved %d allocated %d OOMs %d segments %d frag %v; replay gives %d %d %d %d %v", r.Label(),
 				r.PeakReserved, r.PeakAllocated, r.OOMs, r.SegmentsCreated, r.Fragmentation,
-				res.PeakReserved.Bytes, res.PeakAllocated.Bytes, res.OOMs.Simulated, res.SegmentsCreated, res.FragmentationAtPeakReserved)
+				res.PeakReserved.Bytes, res.PeakAllocated.Bytes, res.OOMs.Simulated, res.SegmentsCreated, res.AtPeak.Fragmentation)
 		}
 	}
 	// The baseline is the recorded run: what-if with the recorded
@@ -269,15 +269,15 @@ func TestEveryRealTrace(t *testing.T) {
 			}
 			// The best beats the baseline where it matters, and nothing
 			// ranked above the baseline is worse.
-			if a.Best != nil && !better(a.Best, &a.Baseline) {
+			if a.Best != nil && (!Helps(a.Best, &a.Baseline) || !Helps(a.Best, &a.Recorded)) {
 				t.Errorf("%s: best %s does not beat the baseline", filepath.Base(fn), a.Best.Conf)
 			}
-			if sm := a.Simpler; sm != nil && (a.Best == nil || len(sm.Changes) >= len(a.Best.Changes) || sm.OOMs != a.Best.OOMs ||
-				sm.PeakReserved > a.Best.PeakReserved+a.Best.PeakReserved/100 || !better(sm, &a.Baseline)) {
+			if sm := a.Simpler; sm != nil && (a.Best == nil || len(sm.Changes) >= len(a.Best.Changes) || sm.failAt() != a.Best.failAt() ||
+				sm.PeakReserved > a.Best.PeakReserved+a.Best.PeakReserved/100 || !Helps(sm, &a.Baseline)) {
 				t.Errorf("%s: simpler %+v for best %+v", filepath.Base(fn), sm, a.Best)
 			}
 			for _, r := range a.Ranked[:a.Baseline.Rank-1] {
-				if better(&a.Baseline, &r) {
+				if Helps(&a.Baseline, &r) {
 					t.Errorf("%s: %s ranked above the better baseline", filepath.Base(fn), r.Label())
 				}
 			}
@@ -304,18 +304,33 @@ func TestRanking(t *testing.T) {
 	if want := []string{"g", "c,e", "", "d", "b,f", "a"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("order %q, want %q", got, want)
 	}
-	base := &Result{OOMs: 1, PeakReserved: 10, Fragmentation: 0.5}
+	// Helps: the first OOM removed or later, or a saving of at least 1%
+	// and 64 MiB when neither fails; OOM counts after the first one and
+	// peaks of runs that die at the same entry do not count.
+	gib := int64(allocator.GiB)
+	oomAt := func(at, n int, reserved int64) Result {
+		return Result{OOMs: n, FirstOOM: at, PeakReserved: reserved}
+	}
+	fits := func(reserved int64) Result { return Result{FirstOOM: -1, PeakReserved: reserved} }
 	for _, c := range []struct {
-		r    Result
-		want bool
+		name    string
+		r, base Result
+		want    bool
 	}{
-		{Result{OOMs: 0, PeakReserved: 20}, true},
-		{Result{OOMs: 1, PeakReserved: 9}, true},
-		{Result{OOMs: 1, PeakReserved: 10, Fragmentation: 0.1}, false},
-		{Result{OOMs: 2, PeakReserved: 1}, false},
+		{"removes the OOM", fits(20 * gib), oomAt(5, 1, 10*gib), true},
+		{"moves it later", oomAt(9, 3, 10*gib), oomAt(5, 1, 10*gib), true},
+		{"moves it earlier", oomAt(4, 1, 1*gib), oomAt(5, 1, 10*gib), false},
+		{"same first OOM, fewer after it", oomAt(5, 6, 10*gib), oomAt(5, 12, 10*gib), false},
+		{"same first OOM, less reserved", oomAt(5, 1, 5*gib), oomAt(5, 1, 10*gib), false},
+		{"starting state fits", fits(10 * gib), Result{StartFailed: true, PeakReserved: 10 * gib}, true},
+		{"adds an OOM", oomAt(5, 1, 1*gib), fits(10 * gib), false},
+		{"saves 1% and 64 MiB", fits(10*gib - 103*allocator.MiB), fits(10 * gib), true},
+		{"saves under 1%", fits(10*gib - 100*allocator.MiB), fits(10 * gib), false},
+		{"saves 1%, under 64 MiB", fits(1*gib - 60*allocator.MiB), fits(1 * gib), false},
+		{"saves nothing", fits(10 * gib), fits(10 * gib), false},
 	} {
-		if better(&c.r, base) != c.want {
-			t.Errorf("better(%+v) = %v", c.r, !c.want)
+		if got := Helps(&c.r, &c.base); got != c.want {
+			t.Errorf("%s: Helps = %v", c.name, got)
 		}
 	}
 }

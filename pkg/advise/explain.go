@@ -9,7 +9,7 @@ import (
 )
 
 // RankingNote says how settings are ranked.
-const RankingNote = "ranking: fewest OOMs first (a run that fails is worse than any that fits), then least peak reserved memory (what the GPU must have), then least fragmentation at peak reserved, then fewest changes"
+const RankingNote = "ranking: the latest first OOM first (a run that fails is worse than any that fits; OOMs after the first do not count), then least peak reserved memory (what the GPU must have), then least fragmentation (stranded memory at the allocated peak), then fewest changes; a setting is recommended only when it removes the first OOM or moves it later, or saves at least 1% and 64 MiB of peak reserved memory, against both the recorded run and the recorded settings replayed"
 
 // EnvLine is the line to put in the environment: PYTORCH_CUDA_ALLOC_CONF=...,
 // quoted for a shell when it needs to be.
@@ -28,30 +28,48 @@ func EnvLine(conf string) string {
 // Verdict is the answer in a sentence.
 func (a *Advice) Verdict() string {
 	n := len(a.Ranked)
-	if a.Best == nil {
-		return fmt.Sprintf("keep the recorded settings: none of the %d other settings tried has fewer OOMs or less peak reserved memory", n-1)
-	}
 	b, base := a.Best, &a.Baseline
-	if b.failures() < base.failures() {
-		return fmt.Sprintf("use %s: %s instead of %s, peak reserved %s", b.Label(), failures(b), failures(base), report.Size(b.PeakReserved))
+	if b == nil {
+		s := fmt.Sprintf("no setting tried helps: none of the %d other settings removes the first OOM, moves it later, or saves at least 1%% and %s of peak reserved memory; keep the recorded settings",
+			n-1, report.Size(MinSavingBytes))
+		if c := a.bestOther(); c != nil {
+			s += fmt.Sprintf(". The best candidate, %s: peak reserved %s (recorded run %s, recorded settings replayed %s), %s",
+				c.Label(), report.Size(c.PeakReserved), report.Size(a.Recorded.PeakReserved), report.Size(base.PeakReserved), firstOOMText(c))
+		}
+		return s
 	}
+	switch fb, fr := b.failAt(), base.failAt(); {
+	case fb == noFailure && fr != noFailure:
+		return fmt.Sprintf("use %s: no OOM, where the recorded settings replayed hit %s; peak reserved %s", b.Label(), oomAt(base), report.Size(b.PeakReserved))
+	case fb != fr:
+		return fmt.Sprintf("use %s: the first OOM comes later, at event %d instead of %d; peak reserved %s", b.Label(), b.FirstOOM, fr, report.Size(b.PeakReserved))
+	}
+	// Against the recorded run, the first column of the comparison.
+	rec := &a.Recorded
 	return fmt.Sprintf("use %s: peak reserved %s instead of %s (%s, %s)", b.Label(), report.Size(b.PeakReserved),
-		report.Size(base.PeakReserved), report.SignedSize(b.PeakReserved-base.PeakReserved),
-		signedPct(float64(b.PeakReserved-base.PeakReserved)/float64(base.PeakReserved)))
+		report.Size(rec.PeakReserved), report.SignedSize(b.PeakReserved-rec.PeakReserved),
+		signedPct(float64(b.PeakReserved-rec.PeakReserved)/float64(rec.PeakReserved)))
+}
+
+// bestOther is the best-ranked setting that changes something (nil when
+// none was tried).
+func (a *Advice) bestOther() *Result {
+	for i := range a.Ranked {
+		if len(a.Ranked[i].Changes) > 0 {
+			return &a.Ranked[i]
+		}
+	}
+	return nil
+}
+
+func firstOOMText(r *Result) string {
+	if r.failAt() == noFailure {
+		return "no OOM"
+	}
+	return "first " + oomAt(r)
 }
 
 func signedPct(f float64) string { return fmt.Sprintf("%+.1f%%", 100*f) }
-
-func failures(r *Result) string {
-	s := "1 OOM"
-	if r.OOMs != 1 {
-		s = fmt.Sprintf("%d OOMs", r.OOMs)
-	}
-	if r.StartFailed {
-		s += " and a starting state that does not fit"
-	}
-	return s
-}
 
 // oomAt describes a result's first OOM: "OOM at event 1117 (a 1.2 GiB
 // request with 20.5 GiB allocated)".
@@ -164,9 +182,10 @@ func (a *Advice) Why() []string {
 		change := b.Changes[i]
 		switch fam {
 		case Expandable:
-			out = append(out, fmt.Sprintf("expandable segments map memory page by page into one address range per stream that grows and shrinks, so blocks freed next to each other merge and larger requests reuse the space instead of needing new segments: the recorded settings created %d segments (cudaMalloc calls) and reserved %s at peak, %s of it unused by tensors; %s made %d map calls and reserved %s, %s unused",
-				base.SegmentsCreated, report.Size(base.PeakReserved), report.Percent(base.Fragmentation),
-				b.Label(), b.SegmentsCreated, report.Size(b.PeakReserved), report.Percent(b.Fragmentation)))
+			base := &a.Recorded
+			out = append(out, fmt.Sprintf("expandable segments map memory page by page into one address range per stream that grows and shrinks, so blocks freed next to each other merge and larger requests reuse the space instead of needing new segments: the recorded run created %d segments (cudaMalloc calls) and reserved %s at peak, with %s of their reserved memory unused at the allocated peak (%s stranded, %s cached); %s made %d map calls and reserved %s, %s unused (%s stranded, %s cached)",
+				base.SegmentsCreated, report.Size(base.PeakReserved), report.Percent(base.AtPeak.UnusedShare), report.Percent(base.AtPeak.Fragmentation), report.Percent(base.AtPeak.CachedShare),
+				b.Label(), b.SegmentsCreated, report.Size(b.PeakReserved), report.Percent(b.AtPeak.UnusedShare), report.Percent(b.AtPeak.Fragmentation), report.Percent(b.AtPeak.CachedShare)))
 		case MaxSplit:
 			var mb int64
 			fmt.Sscanf(change, "max_split_size_mb:%d", &mb)

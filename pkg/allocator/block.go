@@ -85,6 +85,11 @@ type blockPool struct {
 	// (two tree operations per block, most of the time of seeding a
 	// million blocks). Nothing searches the free set meanwhile.
 	seeding bool
+	// cached is the memory of the free set that empty_cache() would hand
+	// back to the device (see block.cached), kept as blocks enter and
+	// leave the set: the unused memory at a peak splits into it and the
+	// rest without a walk of the blocks.
+	cached int64
 }
 
 func (p *blockPool) kind() snapshot.Pool {
@@ -110,6 +115,7 @@ func (p *blockPool) insertFree(b *block) {
 		return
 	}
 	p.blocks.insert(freeItem{b.key(), b})
+	p.cached += b.cached()
 }
 
 func (p *blockPool) removeFree(b *block) {
@@ -119,6 +125,25 @@ func (p *blockPool) removeFree(b *block) {
 	if !p.blocks.remove(b.key()) {
 		panic("allocator: block missing from its free set")
 	}
+	p.cached -= b.cached()
+}
+
+// cached is what release_blocks would return of a free mapped block: a
+// whole cudaMalloc'd segment when the block is all of it, the pages lying
+// wholly inside it in an expandable segment (unmap_block). Neither changes
+// while the block is in a free set: its neighbours change only by merges
+// and splits, which take it out first.
+func (b *block) cached() int64 {
+	if b.region.expandable {
+		off := int64(b.addr - b.region.base)
+		first := (off + b.region.page - 1) / b.region.page
+		end := (off + b.size) / b.region.page
+		return max(end-first, 0) * b.region.page
+	}
+	if b.isSplit() {
+		return 0
+	}
+	return b.size
 }
 
 func (p *blockPool) insertUnmapped(b *block) { p.unmapped.insert(freeItem{b.unmappedKey(), b}) }

@@ -18,16 +18,16 @@ func (a *Allocator) clone() *Allocator {
 	c := *a
 	dev := *a.dev
 	c.dev = &dev
-	c.small = blockPool{small: a.small.small, id: a.small.id, freeCalls: a.small.freeCalls}
-	c.large = blockPool{small: a.large.small, id: a.large.id, freeCalls: a.large.freeCalls}
+	c.small = blockPool{small: a.small.small, id: a.small.id, freeCalls: a.small.freeCalls, cached: a.small.cached}
+	c.large = blockPool{small: a.large.small, id: a.large.id, freeCalls: a.large.freeCalls, cached: a.large.cached}
 	// Private pools: new objects, their sets filled below.
 	c.pools = make([]*privatePool, len(a.pools))
 	ppCopy := make(map[*privatePool]*privatePool, len(a.pools))
 	for i, pp := range a.pools {
 		np := &privatePool{}
 		*np = *pp
-		np.small = blockPool{small: true, id: pp.id, owner: np, freeCalls: pp.small.freeCalls}
-		np.large = blockPool{id: pp.id, owner: np, freeCalls: pp.large.freeCalls}
+		np.small = blockPool{small: true, id: pp.id, owner: np, freeCalls: pp.small.freeCalls, cached: pp.small.cached}
+		np.large = blockPool{id: pp.id, owner: np, freeCalls: pp.large.freeCalls, cached: pp.large.cached}
 		c.pools[i] = np
 		ppCopy[pp] = np
 	}

@@ -216,27 +216,32 @@ func (a *Allocator) CheckInvariants() error {
 		t    *btree
 		key  func(*block) freeKey
 		free bool
+		pool *blockPool
 	}
 	sets := []freeSet{
-		{"small free", &a.small.blocks, (*block).key, true},
-		{"large free", &a.large.blocks, (*block).key, true},
-		{"small unmapped", &a.small.unmapped, (*block).unmappedKey, false},
-		{"large unmapped", &a.large.unmapped, (*block).unmappedKey, false},
+		{"small free", &a.small.blocks, (*block).key, true, &a.small},
+		{"large free", &a.large.blocks, (*block).key, true, &a.large},
+		{"small unmapped", &a.small.unmapped, (*block).unmappedKey, false, nil},
+		{"large unmapped", &a.large.unmapped, (*block).unmappedKey, false, nil},
 	}
 	for _, pp := range a.pools {
 		name := fmt.Sprintf("pool (%d, %d) ", pp.id[0], pp.id[1])
 		sets = append(sets,
-			freeSet{name + "small free", &pp.small.blocks, (*block).key, true},
-			freeSet{name + "large free", &pp.large.blocks, (*block).key, true},
-			freeSet{name + "small unmapped", &pp.small.unmapped, (*block).unmappedKey, false},
-			freeSet{name + "large unmapped", &pp.large.unmapped, (*block).unmappedKey, false})
+			freeSet{name + "small free", &pp.small.blocks, (*block).key, true, &pp.small},
+			freeSet{name + "large free", &pp.large.blocks, (*block).key, true, &pp.large},
+			freeSet{name + "small unmapped", &pp.small.unmapped, (*block).unmappedKey, false, nil},
+			freeSet{name + "large unmapped", &pp.large.unmapped, (*block).unmappedKey, false, nil})
 	}
 	for _, set := range sets {
 		if err := set.t.check(); err != nil {
 			return fmt.Errorf("%s set: %w", set.name, err)
 		}
 		var err error
+		var cached int64
 		set.t.ascend(func(it freeItem) bool {
+			if set.free {
+				cached += it.b.cached()
+			}
 			switch {
 			case it.k != set.key(it.b):
 				err = fmt.Errorf("%s set: stale key for block %#x", set.name, it.b.addr)
@@ -255,6 +260,9 @@ func (a *Allocator) CheckInvariants() error {
 		})
 		if err != nil {
 			return err
+		}
+		if set.free && cached != set.pool.cached {
+			return fmt.Errorf("%s set: %d bytes cached, recount %d", set.name, set.pool.cached, cached)
 		}
 	}
 	if len(freeMapped) > 0 || len(unmapped) > 0 {

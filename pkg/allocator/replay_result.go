@@ -42,10 +42,11 @@ type ReplayResult struct {
 	// the start of the window).
 	PeakAllocated PeakAt `json:"peak_allocated"`
 	PeakReserved  PeakAt `json:"peak_reserved"`
-	// FragmentationAtPeakReserved is (reserved - allocated) / reserved at
-	// the moment reserved memory peaked: the share of the memory the cache
-	// held that no tensor used when it cost the most.
-	FragmentationAtPeakReserved float64 `json:"fragmentation_at_peak_reserved"`
+	// AtPeak is the reserved memory at the peak of allocated memory (the
+	// moment PeakAllocated gives: the first at which allocated_bytes.all
+	// reached its peak, when the program needed the most) and what of it
+	// no tensor used.
+	AtPeak Unused `json:"at_peak_allocated"`
 	// SegmentsCreated counts cudaMalloc and map calls during the window
 	// (num_device_alloc, whatever the version reports).
 	SegmentsCreated int64 `json:"segments_created"`
@@ -219,3 +220,40 @@ type PoolFigures struct {
 
 // Any reports whether the replay saw private pools.
 func (p *PoolFigures) Any() bool { return len(p.Final) > 1 || p.Reserved.Peak > 0 }
+
+// Unused splits the reserved memory at one moment: what tensors held
+// (allocated), and the rest, reserved minus allocated, in two parts:
+//
+//   - stranded: the free space inside segments that hold live blocks
+//     (blocks waiting for another stream's work included). No request
+//     too large for its pieces can use it, and empty_cache() cannot
+//     return it: only merging (expandable segments, max_split_size)
+//     recovers it. This is fragmentation.
+//   - cached: the segments that hold no live block (the whole free pages
+//     of expandable segments): the cache keeps them for later requests,
+//     and empty_cache() returns them to the device.
+//
+// Shares are of the reserved memory at that moment (0 when none is).
+type Unused struct {
+	Reserved  int64 `json:"reserved_bytes"`
+	Allocated int64 `json:"allocated_bytes"`
+	Unused    int64 `json:"unused_bytes"`
+	Stranded  int64 `json:"stranded_bytes"`
+	Cached    int64 `json:"cached_bytes"`
+	// Fragmentation is Stranded / Reserved.
+	Fragmentation float64 `json:"fragmentation"`
+	UnusedShare   float64 `json:"unused_share"`
+	CachedShare   float64 `json:"cached_share"`
+}
+
+// NewUnused splits reserved memory of which allocated bytes are held by
+// tensors and cached bytes lie in segments without a live block.
+func NewUnused(reserved, allocated, cached int64) Unused {
+	u := Unused{Reserved: reserved, Allocated: allocated, Unused: reserved - allocated, Cached: cached}
+	u.Stranded = u.Unused - cached
+	if reserved > 0 {
+		r := float64(reserved)
+		u.Fragmentation, u.UnusedShare, u.CachedShare = float64(u.Stranded)/r, float64(u.Unused)/r, float64(cached)/r
+	}
+	return u
+}

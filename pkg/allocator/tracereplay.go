@@ -128,7 +128,9 @@ type Replay struct {
 	failed  map[uint64]bool
 
 	peakAlloc, peakRes PeakAt
-	frag               float64
+	// atPeak is the reserved memory when allocated memory first reached
+	// peakAlloc.
+	atPeak Unused
 
 	// pools says which pool each recorded call went to (see pools).
 	pools callPools
@@ -517,7 +519,7 @@ func (r *Replay) beginWindow() {
 	st := r.a.Stats()
 	r.peakAlloc = PeakAt{Bytes: st.AllocatedBytes[PoolAll].Current, Index: -1}
 	r.peakRes = PeakAt{Bytes: st.ReservedBytes[PoolAll].Current, Index: -1}
-	r.frag = fragmentation(&st)
+	r.atPeak = r.unusedNow()
 	h := &r.res.History
 	h.Entries = len(r.trace)
 	if len(r.trace) > 0 {
@@ -533,12 +535,12 @@ func (r *Replay) beginWindow() {
 	}
 }
 
-func fragmentation(st *Stats) float64 {
-	res := st.ReservedBytes[PoolAll].Current
-	if res == 0 {
-		return 0
-	}
-	return float64(res-st.AllocatedBytes[PoolAll].Current) / float64(res)
+// unusedNow splits the reserved memory of the current state (segments
+// kept outside the simulation included).
+func (r *Replay) unusedNow() Unused {
+	st, kept := &r.a.stats, &r.a.outside.all
+	return NewUnused(st.ReservedBytes[PoolAll].Current+kept.ReservedBytes[PoolAll].Current,
+		st.AllocatedBytes[PoolAll].Current+kept.AllocatedBytes[PoolAll].Current, r.a.CachedBytes())
 }
 
 // Len is the number of trace entries.
@@ -642,7 +644,7 @@ func (r *Replay) Result() *ReplayResult {
 	}
 	r.res.PeakAllocated = r.peakAlloc
 	r.res.PeakReserved = r.peakRes
-	r.res.FragmentationAtPeakReserved = r.frag
+	r.res.AtPeak = r.atPeak
 	r.res.SegmentsCreated = st.NumDeviceAlloc
 	r.res.FinalSegments = r.a.numSegments()
 	if us := r.a.PoolUsages(); len(us) > 1 || r.a.privateReserved.Peak > 0 {
@@ -673,11 +675,10 @@ func (r *Replay) finish(i, j int) {
 	kept := &r.a.outside.fromStart
 	if p := st.AllocatedBytes[PoolAll].Peak + kept.AllocatedBytes[PoolAll].Current; p > r.peakAlloc.Bytes {
 		r.peakAlloc = PeakAt{Bytes: p, Index: j, TimeUS: r.trace[j].TimeUS}
+		r.atPeak = r.unusedNow()
 	}
 	if p := st.ReservedBytes[PoolAll].Peak + kept.ReservedBytes[PoolAll].Current; p > r.peakRes.Bytes {
 		r.peakRes = PeakAt{Bytes: p, Index: j, TimeUS: r.trace[j].TimeUS}
-		cur := r.a.Stats()
-		r.frag = fragmentation(&cur)
 	}
 	if r.opts.OnEvent != nil {
 		for k := i; k <= j; k++ {

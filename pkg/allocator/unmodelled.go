@@ -30,6 +30,8 @@ type unmodelled struct {
 	// window is set once the window began: later segments count in the
 	// current figures only.
 	window bool
+	// cached is the memory of the kept segments without an active block.
+	cached int64
 }
 
 // AddUnmodelled keeps seg, which the simulation cannot hold, as the
@@ -46,6 +48,55 @@ func (a *Allocator) AddUnmodelled(seg snapshot.Segment) {
 		addCurrent(&u.fromStart, &st)
 	}
 	a.dev.obtained += seg.TotalSize
+	u.cached += SegmentCached(&seg)
+}
+
+// SegmentCached is the memory of a snapshot segment that empty_cache()
+// would return, as CachedBytes counts it in a simulated state: all of a
+// cudaMalloc'd segment without an active block; in an expandable segment
+// (a mapped range, which starts on a page of its reservation) the whole
+// pages inside its free blocks (2 MiB pages in the small pool, 20 MiB in
+// the large one).
+func SegmentCached(seg *snapshot.Segment) int64 {
+	if !seg.Expandable {
+		for _, b := range seg.Blocks {
+			if b.State.Active() {
+				return 0
+			}
+		}
+		return seg.TotalSize
+	}
+	page := int64(LargeBuffer)
+	if seg.Pool == snapshot.SmallPool {
+		page = SmallBuffer
+	}
+	if len(seg.Blocks) == 0 {
+		return seg.TotalSize / page * page
+	}
+	var n int64
+	for _, b := range seg.Blocks {
+		if b.State.Active() {
+			continue
+		}
+		off := int64(b.Address - seg.Address)
+		first := (off + page - 1) / page
+		end := (off + b.Size) / page
+		n += max(end-first, 0) * page
+	}
+	return n
+}
+
+// CachedBytes is the reserved memory that holds no active block and that
+// empty_cache() would hand back to the device: every free block that is a
+// whole cudaMalloc'd segment, and the whole pages of free blocks in
+// expandable segments (unmap_block), in every pool; plus the segments
+// kept outside the simulation that hold no active block.
+func (a *Allocator) CachedBytes() int64 {
+	n := a.small.cached + a.large.cached + a.outside.cached
+	for _, pp := range a.pools {
+		n += pp.small.cached + pp.large.cached
+	}
+	return n
 }
 
 // MarkWindowStart notes that the segments kept from now on appeared after

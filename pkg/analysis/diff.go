@@ -96,9 +96,10 @@ type DeviceDiff struct {
 	Figures []Figure `json:"memory_stats"`
 	// Bounds are each side's figures its snapshot does not determine.
 	Bounds DiffBounds `json:"bounds"`
-	// FragmentationBefore/After are the fragmentation at peak reserved.
-	FragmentationBefore float64 `json:"fragmentation_before"`
-	FragmentationAfter  float64 `json:"fragmentation_after"`
+	// UnusedBefore/After split the reserved memory at the peak of
+	// allocated memory (their Fragmentation is the stranded share).
+	UnusedBefore allocator.Unused `json:"at_peak_allocated_before"`
+	UnusedAfter  allocator.Unused `json:"at_peak_allocated_after"`
 	// Stacks compares the memory live at the peak of allocated memory by
 	// allocation stack (matched by frame content, never by address),
 	// largest change first; unchanged stacks are left out.
@@ -133,7 +134,7 @@ func (d *DeviceDiff) Same() bool {
 			return false
 		}
 	}
-	return d.FragmentationBefore == d.FragmentationAfter
+	return d.UnusedBefore == d.UnusedAfter
 }
 
 // DiffSide is one snapshot device's inputs to a diff: its replay, its
@@ -216,12 +217,12 @@ func DiffDevices(device int, before, after *DiffSide) *DeviceDiff {
 	}
 	if before != nil {
 		d.CoverageBefore = before.Replayed.Result.History.Coverage
-		d.FragmentationBefore = before.Replayed.Result.FragmentationAtPeakReserved
+		d.UnusedBefore = before.Replayed.Result.AtPeak
 		d.PeakBefore = &before.Peak.Allocated
 	}
 	if after != nil {
 		d.CoverageAfter = after.Replayed.Result.History.Coverage
-		d.FragmentationAfter = after.Replayed.Result.FragmentationAtPeakReserved
+		d.UnusedAfter = after.Replayed.Result.AtPeak
 		d.PeakAfter = &after.Peak.Allocated
 	}
 	d.Stacks, d.Unchanged = diffStacks(before, after)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/memstat/memstat/pkg/allocator"
 	"github.com/memstat/memstat/pkg/snapshot"
 )
 
@@ -25,6 +26,11 @@ type SegmentInfo struct {
 	// segment can hand out at once).
 	Rounding    int64 `json:"rounding_bytes"`
 	LargestFree int64 `json:"largest_free_block"`
+	// Cached is what of the segment empty_cache() would return: all of
+	// it when no block is active, the whole pages of free blocks of an
+	// expandable segment (allocator.SegmentCached). The rest of its free
+	// and pending memory is stranded.
+	Cached int64 `json:"cached_bytes"`
 	// Live counts the active blocks.
 	Live int `json:"live_blocks"`
 	// Site is where the segment was cudaMalloc'd (NoStackFrame when the
@@ -109,6 +115,7 @@ func MapSegments(st *State, fr *Frames, f SegmentFilter, order SegmentSort) []Se
 			si.Live++
 			si.Rounding += b.Size - b.RequestedSize
 		}
+		si.Cached = allocator.SegmentCached(&seg)
 		out = append(out, si)
 	}
 	cmpInt := func(x, y int64) int {
@@ -164,6 +171,7 @@ func SumSegments(segs []SegmentInfo) SegmentInfo {
 		t.Pending += s.Pending
 		t.Free += s.Free
 		t.Rounding += s.Rounding
+		t.Cached += s.Cached
 		t.Live += s.Live
 		t.LargestFree = max(t.LargestFree, s.LargestFree)
 	}

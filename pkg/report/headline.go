@@ -3,6 +3,9 @@ package report
 import (
 	"fmt"
 	"path/filepath"
+	"strings"
+
+	"github.com/memstat/memstat/pkg/allocator"
 )
 
 // Headline is the one line `memstat stats` and `memstat record` print per
@@ -10,23 +13,52 @@ import (
 type Headline struct {
 	PeakAllocated int64 `json:"peak_allocated"`
 	PeakReserved  int64 `json:"peak_reserved"`
-	// Fragmentation is the share of reserved memory that no tensor used
-	// ((reserved - allocated) / reserved) at the moment reserved memory
-	// peaked: what the cache held beyond the live tensors when it cost the
-	// most.
+	// PeakAllocatedEntry is the trace entry after which allocated memory
+	// first reached its peak (-1: before the first one), where AtPeak is
+	// taken.
+	PeakAllocatedEntry int `json:"peak_allocated_entry"`
+	// Fragmentation is the share of reserved memory stranded at the peak
+	// of allocated memory: free space inside segments that hold live
+	// blocks (AtPeak.Fragmentation).
 	Fragmentation float64 `json:"fragmentation"`
+	// AtPeak splits the reserved memory at the peak of allocated memory
+	// (see allocator.Unused).
+	AtPeak allocator.Unused `json:"at_peak_allocated"`
 	// Partial is true when the trace does not start from an empty
-	// allocator, so peaks are over the recorded window only.
+	// allocator, so peaks are over the recorded window only (or there is
+	// no trace, NoTrace).
 	Partial bool `json:"partial_history"`
+	// NoTrace is true when the snapshot has no trace: the peaks are at
+	// least the final state's figures, nothing more is known.
+	NoTrace bool `json:"no_trace,omitempty"`
 }
 
 func (h Headline) String() string {
-	s := fmt.Sprintf("peak allocated %s, peak reserved %s, fragmentation %s at peak reserved",
-		Size(h.PeakAllocated), Size(h.PeakReserved), Percent(h.Fragmentation))
-	if h.Partial {
+	var s string
+	if h.NoTrace {
+		s = fmt.Sprintf("peak allocated at least %s, peak reserved at least %s (no trace: only the final state is known); %s",
+			Size(h.PeakAllocated), Size(h.PeakReserved), strings.Replace(UnusedText(h.AtPeak), "at the allocated peak", "in the final state", 1))
+	} else {
+		at := "before the first trace entry"
+		if h.PeakAllocatedEntry >= 0 {
+			at = fmt.Sprintf("after entry %d", h.PeakAllocatedEntry)
+		}
+		s = fmt.Sprintf("peak allocated %s, peak reserved %s; %s", Size(h.PeakAllocated), Size(h.PeakReserved),
+			strings.Replace(UnusedText(h.AtPeak), "at the allocated peak", "at the allocated peak ("+at+")", 1))
+	}
+	if h.Partial && !h.NoTrace {
 		s += " (over the recorded window only: the trace starts mid-run)"
 	}
 	return s
+}
+
+// UnusedText says what of the reserved memory at the allocated peak no
+// tensor used: "at the allocated peak 1.2 GiB of 9.0 GiB reserved was
+// unused (13.3%): fragmentation 2.0% (180.0 MiB stranded in segments with
+// live blocks), 11.3% cached (1.0 GiB in free segments)".
+func UnusedText(u allocator.Unused) string {
+	return fmt.Sprintf("at the allocated peak %s of %s reserved was unused (%s): fragmentation %s (%s stranded in segments with live blocks), %s cached (%s in free segments)",
+		Size(u.Unused), Size(u.Reserved), Percent(u.UnusedShare), Percent(u.Fragmentation), Size(u.Stranded), Percent(u.CachedShare), Size(u.Cached))
 }
 
 // DeviceTitle is the title of a device's section in the reports of the

@@ -16,22 +16,20 @@ import (
 // HeadlineOf is the headline of a replay.
 func HeadlineOf(res *allocator.ReplayResult) Headline {
 	return Headline{
-		PeakAllocated: res.PeakAllocated.Bytes,
-		PeakReserved:  res.PeakReserved.Bytes,
-		Fragmentation: res.FragmentationAtPeakReserved,
-		Partial:       res.Partial(),
+		PeakAllocated:      res.PeakAllocated.Bytes,
+		PeakReserved:       res.PeakReserved.Bytes,
+		PeakAllocatedEntry: res.PeakAllocated.Index,
+		Fragmentation:      res.AtPeak.Fragmentation,
+		AtPeak:             res.AtPeak,
+		Partial:            res.Partial(),
+		NoTrace:            res.History.Coverage == allocator.CoverageNone,
 	}
 }
 
 // HeadlineText is the headline of a replay in words; without a trace the
-// peaks are the final state's.
+// peaks are bounds (at least the final state's).
 func HeadlineText(res *allocator.ReplayResult) string {
-	h := HeadlineOf(res)
-	if res.History.Coverage == allocator.CoverageNone {
-		h.Partial = false
-		return h.String() + " (no trace: the final state only)"
-	}
-	return h.String()
+	return HeadlineOf(res).String()
 }
 
 // HistoryLine says what a replay's figures cover.

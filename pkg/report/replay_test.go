@@ -28,8 +28,8 @@ func TestHeadlineWithoutTrace(t *testing.T) {
 	// Without a trace there is no window to speak of, only the final
 	// state.
 	got := HeadlineText(res)
-	if !strings.HasSuffix(got, " (no trace: the final state only)") || strings.Contains(got, "recorded window") ||
-		!strings.Contains(got, "peak reserved 2.0 GiB") {
+	if !strings.Contains(got, "(no trace: only the final state is known)") || strings.Contains(got, "recorded window") ||
+		!strings.Contains(got, "peak reserved at least 2.0 GiB") || !strings.Contains(got, "in the final state") {
 		t.Errorf("headline %q", got)
 	}
 	if !HeadlineOf(res).Partial {

@@ -55,7 +55,7 @@ three leading knobs are combined, in pairs and all three.
 Every candidate replays the same requests (what-if mode: the simulator
 decides everything; requests that run out of memory are counted and their
 frees skipped). They are ranked by OOMs (fewest first), then peak reserved
-memory, then fragmentation at peak reserved, then fewest changes. The
+memory, then fragmentation at the allocated peak, then fewest changes. The
 recorded settings are replayed the same way, as the baseline; a setting is
 recommended only when it has fewer OOMs or less peak reserved memory.
 
@@ -252,17 +252,18 @@ func writeText(w io.Writer, opts *Options, advice []*advise.Advice) error {
 
 func historyText(a *advise.Advice) string {
 	if a.Coverage == allocator.CoveragePartial {
-		return fmt.Sprintf("%d trace entries starting mid-run (peaks are over the recorded window)", a.Entries)
+		return fmt.Sprintf("%d trace entries starting mid-run (peaks are over the recorded window); every setting, the recorded one included, was replayed from a rebuilt start state whose live blocks were allocated afresh, while the recorded run's figures are the recording's (as memstat stats gives them)", a.Entries)
 	}
 	return fmt.Sprintf("%d trace entries from an empty allocator", a.Entries)
 }
 
-// comparison puts the recorded settings and the best one side by side.
+// comparison puts the recorded run (as `memstat stats` replays it) and
+// the best setting side by side.
 func comparison(a *advise.Advice) *report.Table {
-	base, best := &a.Baseline, a.Best
+	base, best := &a.Recorded, a.Best
 	t := &report.Table{Columns: []report.Column{
 		{Name: "", Key: "figure"},
-		{Name: "Recorded settings", Key: "recorded", Align: report.Right},
+		{Name: "Recorded run", Key: "recorded", Align: report.Right},
 		{Name: "Best", Key: "best", Align: report.Right},
 		{Name: "Change", Key: "change", Align: report.Right},
 	}}
@@ -275,7 +276,7 @@ func comparison(a *advise.Advice) *report.Table {
 	bytes("Peak reserved", base.PeakReserved, best.PeakReserved)
 	bytes("Peak allocated", base.PeakAllocated, best.PeakAllocated)
 	bytes("Peak requested", base.PeakRequested, best.PeakRequested)
-	t.Add(report.Str("Fragmentation at peak reserved"), report.Pct(base.Fragmentation), report.Pct(best.Fragmentation),
+	t.Add(report.Str("Fragmentation at peak allocated"), report.Pct(base.Fragmentation), report.Pct(best.Fragmentation),
 		report.Cell{Raw: best.Fragmentation - base.Fragmentation, Text: fmt.Sprintf("%+.1f pt", 100*(best.Fragmentation-base.Fragmentation))})
 	count("OOMs", int64(base.OOMs), int64(best.OOMs))
 	count("Segments created (cudaMalloc/map)", base.SegmentsCreated, best.SegmentsCreated)
@@ -311,7 +312,11 @@ func ranking(a *advise.Advice, top int) *report.Table {
 		case r.FirstOOM >= 0:
 			first = report.Cell{Raw: r.FirstOOM, Text: fmt.Sprintf("event %d", r.FirstOOM)}
 		}
-		t.Add(report.Int(int64(r.Rank)), report.Str(r.Label()), ooms, first,
+		label := r.Label()
+		if len(r.Changes) == 0 && a.Coverage == allocator.CoveragePartial {
+			label += ", replayed from the rebuilt start"
+		}
+		t.Add(report.Int(int64(r.Rank)), report.Str(label), ooms, first,
 			report.Bytes(r.PeakReserved), report.DeltaBytes(r.PeakReserved-a.Baseline.PeakReserved),
 			report.Pct(r.Fragmentation), report.Int(r.SegmentsCreated))
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -224,5 +225,97 @@ func TestMarkdownTablesEnd(t *testing.T) {
 	tables := cmdtest.MarkdownTables(t, out)
 	if tables < 2 {
 		t.Fatalf("want the comparison and the ranking tables, found %d in:\n%s", tables, out)
+	}
+}
+
+// TestNothingHelps: advise recommends a setting only when its replay
+// really helps (the first OOM removed or later, or at least 1% and 64 MiB
+// of peak reserved memory saved), and otherwise says that no setting tried
+// helps, with the best candidate's figures. A run that cannot fit (record
+// --workload oom: the request at its OOM needs more than the device has)
+// dies at the same entry whatever the settings; the default recording's
+// best setting, where there is one, must help against both the recorded
+// run and its replay. The first column is the recorded run as `memstat
+// stats` gives it: the same fragmentation and segments created.
+func TestNothingHelps(t *testing.T) {
+	dir := t.TempDir()
+	for _, w := range []string{"oom", "train", "fragmentation.mem"} {
+		t.Run(w, func(t *testing.T) {
+			fn := filepath.Join(dir, w+".pickle")
+			src := []string{"--workload", w}
+			if w == "fragmentation.mem" {
+				_, self, _, _ := runtime.Caller(0)
+				src = []string{"--file", filepath.Join(filepath.Dir(self), "..", "..", "..", "testdata", "workloads", w)}
+			}
+			if code, _, errOut := memstat(t, "", append(append([]string{"record"}, src...), "-o", fn)...); code != 0 {
+				t.Fatalf("record: exit %d, %s", code, errOut)
+			}
+			var a struct {
+				Results []struct {
+					Devices []struct {
+						Verdict  string          `json:"verdict"`
+						Recorded json.RawMessage `json:"recorded"`
+						Baseline json.RawMessage `json:"baseline"`
+						Best     json.RawMessage `json:"best"`
+						Ranked   []json.RawMessage
+					} `json:"devices"`
+				} `json:"results"`
+			}
+			_, out, _ := memstat(t, "", "advise", "--json", fn)
+			if err := json.Unmarshal([]byte(out), &a); err != nil {
+				t.Fatal(err)
+			}
+			d := a.Results[0].Devices[0]
+			var rec, base, best struct {
+				OOMs            int     `json:"ooms"`
+				FirstOOM        int     `json:"first_oom_entry"`
+				PeakReserved    int64   `json:"peak_reserved"`
+				Fragmentation   float64 `json:"fragmentation"`
+				SegmentsCreated int64   `json:"segments_created"`
+			}
+			json.Unmarshal(d.Recorded, &rec)
+			json.Unmarshal(d.Baseline, &base)
+			nothing := strings.HasPrefix(d.Verdict, "no setting tried helps")
+			switch {
+			case w == "oom" && (!nothing || rec.OOMs == 0):
+				t.Errorf("a run that cannot fit: %d recorded OOMs, verdict %q", rec.OOMs, d.Verdict)
+			case nothing && string(d.Best) != "null":
+				t.Errorf("nothing helps, yet a best setting: %s", d.Best)
+			case !nothing:
+				if err := json.Unmarshal(d.Best, &best); err != nil {
+					t.Fatalf("verdict %q without a best setting: %v", d.Verdict, err)
+				}
+				for _, other := range []struct {
+					name         string
+					ooms         int
+					peakReserved int64
+				}{{"recorded run", rec.OOMs, rec.PeakReserved}, {"recorded settings replayed", base.OOMs, base.PeakReserved}} {
+					saving := other.peakReserved - best.PeakReserved
+					if other.ooms == best.OOMs && (saving < 64<<20 || saving*100 < other.peakReserved) {
+						t.Errorf("recommended with a saving of %d bytes over the %s's %d: %q", saving, other.name, other.peakReserved, d.Verdict)
+					}
+				}
+			}
+			// The recorded run's figures are stats'.
+			var st struct {
+				Results []struct {
+					Devices []struct {
+						MemoryStats map[string]int64 `json:"memory_stats"`
+						Headline    struct {
+							PeakReserved  int64   `json:"peak_reserved"`
+							Fragmentation float64 `json:"fragmentation"`
+						} `json:"headline"`
+					} `json:"devices"`
+				} `json:"results"`
+			}
+			_, out, _ = memstat(t, "", "stats", "--json", fn)
+			if err := json.Unmarshal([]byte(out), &st); err != nil {
+				t.Fatal(err)
+			}
+			sd := st.Results[0].Devices[0]
+			if rec.Fragmentation != sd.Headline.Fragmentation || rec.PeakReserved != sd.Headline.PeakReserved || rec.SegmentsCreated != sd.MemoryStats["num_device_alloc"] {
+				t.Errorf("recorded run %+v, stats %+v num_device_alloc %d", rec, sd.Headline, sd.MemoryStats["num_device_alloc"])
+			}
+		})
 	}
 }

@@ -69,16 +69,21 @@ KEY is a named figure or any torch.cuda.memory_stats() key:
   peak_reserved      highest memory the caching allocator held from the GPU
   current_allocated  memory held by tensors when the snapshot was taken
   current_reserved   memory reserved when the snapshot was taken
-  fragmentation      share of reserved memory no tensor used when reserved peaked
+  fragmentation      share of reserved memory stranded at the allocated peak:
+                     free inside segments that hold live blocks
+  unused_at_peak     share of reserved memory no tensor used at the allocated
+                     peak (stranded + cached in free segments)
+  stranded_bytes_at_peak, cached_bytes_at_peak, unused_bytes_at_peak
+                     the same in bytes (cached: what empty_cache() returns)
   ooms               out-of-memory errors in the trace
   segments           segments created (cudaMalloc and expandable-segment map calls)
   alloc_retries      cudaMalloc failures retried after freeing the cache
   allocated_bytes.all.peak, segment.large_pool.current, num_device_alloc, ...
 
 --max KEY=VALUE is an absolute limit: a size for bytes (20GiB, 512MB), a
-whole number for counts, a percentage for fragmentation (30%).
+whole number for counts, a percentage for shares (fragmentation=30%).
 --max-increase KEY=VALUE limits the increase over --baseline: a percentage
-of the baseline's value (10%) or an amount (1GiB, 20); for fragmentation a
+of the baseline's value (10%) or an amount (1GiB, 20); for a share a
 percentage is in percentage points. Give --baseline once (every FILE is
 compared with it) or once per FILE (in order). Devices are matched by
 ordinal; a baseline with a single device serves every device.

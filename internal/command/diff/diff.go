@@ -297,7 +297,10 @@ func writeText(opts *Options, devices []deviceDiff) error {
 		}
 		doc.Table(report.FigureTable(key, "Before", "After"))
 		if d.InBefore && d.InAfter {
-			doc.Line("fragmentation at peak reserved: %s → %s", report.Percent(d.FragmentationBefore), report.Percent(d.FragmentationAfter))
+			b, a := d.UnusedBefore, d.UnusedAfter
+			doc.Line("at the allocated peak: fragmentation (stranded in segments with live blocks) %s → %s (%s → %s); cached in free segments %s → %s (%s → %s)",
+				report.Percent(b.Fragmentation), report.Percent(a.Fragmentation), report.Size(b.Stranded), report.Size(a.Stranded),
+				report.Percent(b.CachedShare), report.Percent(a.CachedShare), report.Size(b.Cached), report.Size(a.Cached))
 		}
 		switch {
 		case differ > 0 && opts.AllStats:
@@ -400,6 +403,8 @@ type jsonDevice struct {
 	MemoryStats         []analysis.Figure       `json:"memory_stats"`
 	FragmentationBefore float64                 `json:"fragmentation_before"`
 	FragmentationAfter  float64                 `json:"fragmentation_after"`
+	UnusedBefore        allocator.Unused        `json:"at_peak_allocated_before"`
+	UnusedAfter         allocator.Unused        `json:"at_peak_allocated_after"`
 	PeakBefore          *analysis.Moment        `json:"peak_before"`
 	PeakAfter           *analysis.Moment        `json:"peak_after"`
 	Stacks              []jsonStack             `json:"stacks"`
@@ -415,8 +420,8 @@ func jsonDiff(opts *Options, devices []deviceDiff) report.FileResult {
 		d := dd.d
 		jd := jsonDevice{
 			Device: d.Device, InBefore: d.InBefore, InAfter: d.InAfter, TorchBefore: dd.vBefore, TorchAfter: dd.vAfter,
-			Same: d.Same(), CoverageBefore: d.CoverageBefore, CoverageAfter: d.CoverageAfter, MemoryStats: d.Figures, FragmentationBefore: d.FragmentationBefore,
-			FragmentationAfter: d.FragmentationAfter, PeakBefore: d.PeakBefore, PeakAfter: d.PeakAfter,
+			Same: d.Same(), CoverageBefore: d.CoverageBefore, CoverageAfter: d.CoverageAfter, MemoryStats: d.Figures, FragmentationBefore: d.UnusedBefore.Fragmentation,
+			FragmentationAfter: d.UnusedAfter.Fragmentation, UnusedBefore: d.UnusedBefore, UnusedAfter: d.UnusedAfter, PeakBefore: d.PeakBefore, PeakAfter: d.PeakAfter,
 			Stacks: []jsonStack{}, UnchangedStacks: d.Unchanged, Segments: d.Segments,
 		}
 		if jd.Segments == nil {

@@ -320,9 +320,11 @@ func sideBySide(rec, sim *allocator.ReplayResult) *report.Table {
 	count("Segments at the end", int64(rec.FinalSegments), int64(sim.FinalSegments))
 	bytes("Peak allocated", rec.PeakAllocated.Bytes, sim.PeakAllocated.Bytes)
 	bytes("Peak reserved", rec.PeakReserved.Bytes, sim.PeakReserved.Bytes)
-	t.Add(report.Str("Fragmentation at peak reserved"), report.Pct(rec.FragmentationAtPeakReserved), report.Pct(sim.FragmentationAtPeakReserved),
-		report.Cell{Raw: sim.FragmentationAtPeakReserved - rec.FragmentationAtPeakReserved,
-			Text: fmt.Sprintf("%+.1f pt", 100*(sim.FragmentationAtPeakReserved-rec.FragmentationAtPeakReserved))})
+	share := func(label string, r, s float64) {
+		t.Add(report.Str(label), report.Pct(r), report.Pct(s), report.Cell{Raw: s - r, Text: fmt.Sprintf("%+.1f pt", 100*(s-r))})
+	}
+	share("Fragmentation at peak allocated", rec.AtPeak.Fragmentation, sim.AtPeak.Fragmentation)
+	share("Cached at peak allocated", rec.AtPeak.CachedShare, sim.AtPeak.CachedShare)
 	bytes("Reserved at the end", rec.Stats.ReservedBytes[allocator.PoolAll].Current, sim.Stats.ReservedBytes[allocator.PoolAll].Current)
 	count("OOMs", int64(rec.OOMs.Recorded), int64(sim.OOMs.Simulated))
 	if b, ok := rec.Bounds["num_alloc_retries"]; ok {

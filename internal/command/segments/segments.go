@@ -223,6 +223,7 @@ func writeText(opts *Options, devices []deviceSegments) error {
 		doc.Line("fragmentation of the listed segments: internal (rounding of live blocks) %s, %s of what they hold live; external (cached free blocks) %s, %s of their size; largest free block %s",
 			report.Size(t.Rounding), report.Percent(report.Ratio(t.Rounding, t.Allocated+t.Pending)),
 			report.Size(t.Free), report.Percent(report.Ratio(t.Free, t.Size)), report.Size(t.LargestFree))
+		doc.Line("%s", report.SegmentsUnusedText(t))
 	}
 	return doc.Err()
 }

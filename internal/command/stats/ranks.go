@@ -72,7 +72,7 @@ func rankOf(file string, res *allocator.ReplayResult) rank {
 		Device:        res.Device,
 		PeakAllocated: res.PeakAllocated.Bytes,
 		PeakReserved:  res.PeakReserved.Bytes,
-		Fragmentation: res.FragmentationAtPeakReserved,
+		Fragmentation: res.AtPeak.Fragmentation,
 		OOMs:          res.Stat("num_ooms"),
 	}
 }
