@@ -87,8 +87,16 @@ type Timeline struct {
 	// otherwise it is the trace entry index.
 	TimeBased bool
 	StartUS   int64
-	// Series: allocated, reserved, active, then the per-pool ones.
+	// Series: allocated, reserved, active, then the memory reserved in
+	// private pools (key "reserved_private", only when the trace has
+	// any), then the per-pool ones.
 	Series []Series
+	// PrivateOpen is, when the private-pool series is shown, the bytes
+	// of segments whose pool the trace leaves open
+	// (ReplayResult.Pools.AmbiguousBytes): the replay counted them in
+	// the default pools, so the series is then a lower bound, up to that
+	// much short.
+	PrivateOpen int64
 	// Peak is where allocated memory was highest in the window (first
 	// reached); PeakReserved the same for reserved memory. Index is -1
 	// when the window is empty.
@@ -221,7 +229,12 @@ func Build(s *snapshot.Snapshot, o Options) (*Timeline, error) {
 			break
 		}
 	}
-	return b.Finish(), nil
+	t := b.Finish()
+	if t.Find(PrivateKey) != nil {
+		// Only recordings with pools pay for the rest of the replay.
+		t.PrivateOpen = r.Result().Pools.AmbiguousBytes
+	}
+	return t, nil
 }
 
 // Builder samples a follow-mode replay of the device that someone else
@@ -235,12 +248,25 @@ type Builder struct {
 	qs     []quantity
 	decs   []decimator
 	lastUS int64
+	// private: some sampled entry had memory in private pools.
+	private bool
+}
+
+func privateReserved(a *allocator.Allocator) int64 {
+	r, _ := a.PrivatePoolStats()
+	return r.Current
 }
 
 type quantity struct {
 	key, name string
-	get       func(st *allocator.Stats) int64
+	// get reads the quantity from the stats; nil for PrivateKey, which
+	// the allocator keeps apart (PrivatePoolStats).
+	get func(st *allocator.Stats) int64
 }
+
+// PrivateKey is the key of the series of memory reserved in private
+// pools (CUDA graphs, torch.cuda.MemPool).
+const PrivateKey = "reserved_private"
 
 // NewBuilder checks the device's trace and the window and prepares the
 // sampling.
@@ -269,6 +295,9 @@ func NewBuilder(s *snapshot.Snapshot, o Options) (*Builder, error) {
 		{"allocated", "allocated", func(st *allocator.Stats) int64 { return st.AllocatedBytes[allocator.PoolAll].Current }},
 		{"reserved", "reserved", func(st *allocator.Stats) int64 { return st.ReservedBytes[allocator.PoolAll].Current }},
 		{"active", "active", func(st *allocator.Stats) int64 { return st.ActiveBytes[allocator.PoolAll].Current }},
+		// Kept only when it is ever nonzero (Finish): files without
+		// private pools draw as before.
+		{PrivateKey, "reserved in private pools", nil},
 	}
 	if o.Pools {
 		qs = append(qs,
@@ -308,7 +337,13 @@ func (b *Builder) Observe(i int, e snapshot.TraceEntry, a *allocator.Allocator) 
 	}
 	st := a.Stats()
 	for k, q := range b.qs {
-		b.decs[k].add(Point{Index: i, X: x, Bytes: q.get(&st)})
+		var v int64
+		if q.get != nil {
+			v = q.get(&st)
+		} else if v = privateReserved(a); v != 0 {
+			b.private = true
+		}
+		b.decs[k].add(Point{Index: i, X: x, Bytes: v})
 	}
 	alloc, res := st.AllocatedBytes[allocator.PoolAll].Current, st.ReservedBytes[allocator.PoolAll].Current
 	// The segment events of an allocation come before its alloc entry
@@ -332,6 +367,14 @@ func (b *Builder) Observe(i int, e snapshot.TraceEntry, a *allocator.Allocator) 
 func (b *Builder) Finish() *Timeline {
 	for i := range b.decs {
 		b.decs[i].finish()
+	}
+	if !b.private {
+		for i := range b.t.Series {
+			if b.t.Series[i].Key == PrivateKey {
+				b.t.Series = append(b.t.Series[:i], b.t.Series[i+1:]...)
+				break
+			}
+		}
 	}
 	b.t.Phases, b.t.Notes = phases(b.s, b.o.Device, b.t)
 	return b.t

@@ -147,6 +147,7 @@ func runPlot(opts *Options) error {
 			return fmt.Errorf("%s: %w", opts.File, err)
 		}
 		tl = b.Finish()
+		tl.PrivateOpen = m.Replayed.Result.Pools.AmbiguousBytes
 		if bands, err = stackedBands(m, tl, opts.by, opts.Top); err != nil {
 			return fmt.Errorf("%s: %w", opts.File, err)
 		}

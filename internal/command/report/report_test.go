@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/memstat/memstat/internal/command"
+	"github.com/memstat/memstat/internal/fixture"
 	"github.com/memstat/memstat/internal/iostreams"
 	"github.com/memstat/memstat/internal/realdata"
 	"github.com/memstat/memstat/internal/testsnap"
@@ -301,5 +302,27 @@ func checkInBrowser(t *testing.T, bin string, proxy *proxyRecorder, path string)
 	}
 	if reqs := proxy.pageRequests(); len(reqs) > 0 {
 		t.Errorf("the report made network requests: %v", reqs)
+	}
+}
+
+// TestPrivatePoolBand: the report of a recording with CUDA graphs
+// (`memstat record -w inference --cuda-graphs`) shows the memory reserved
+// in private pools as a band of its own in the picture and in the
+// interactive timeline, each named in its legend; a file without pools
+// shows neither.
+func TestPrivatePoolBand(t *testing.T) {
+	in, _ := fixture.RecordArgs(t, "graphs.pickle", "-w", "inference", "--cuda-graphs", "--new-tokens", "8")
+	_, page := writeReport(t, in)
+	for _, want := range []string{
+		"reserved in private pools (CUDA graphs, MemPool)</text>", // the picture's legend
+		`"private_reserved":[`, // the interactive timeline's band
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
+	_, plain := writeReport(t, fixtureFile(t))
+	if strings.Contains(plain, `"private_reserved":[`) || strings.Contains(plain, "reserved in private pools (CUDA graphs, MemPool)</text>") {
+		t.Error("the report of a file without pools shows a private-pool band")
 	}
 }

@@ -127,6 +127,48 @@ func addBands(p *gplot.Plot, b *Bands, scale float64) error {
 	return nil
 }
 
+// addPrivateBand shades the memory reserved in private pools (CUDA
+// graphs, torch.cuda.MemPool) from the axis up, under the lines: that
+// part of the reserved line is memory ordinary allocations cannot use.
+// Nothing is drawn for a timeline without private pools.
+func addPrivateBand(p *gplot.Plot, t *timeline.Timeline, scale float64) error {
+	s := t.Find(timeline.PrivateKey)
+	if s == nil || len(s.Points) == 0 {
+		return nil
+	}
+	// A step outline: each value holds until the next point.
+	var xys plotter.XYs
+	for i, pt := range s.Points {
+		y := float64(pt.Bytes) / scale
+		if i > 0 {
+			xys = append(xys, plotter.XY{X: pt.X, Y: xys[len(xys)-1].Y})
+		}
+		xys = append(xys, plotter.XY{X: pt.X, Y: y})
+	}
+	last := s.Points[len(s.Points)-1].X
+	xys = append(xys, plotter.XY{X: last, Y: 0}, plotter.XY{X: s.Points[0].X, Y: 0})
+	poly, err := plotter.NewPolygon(xys)
+	if err != nil {
+		return err
+	}
+	poly.Color = colPrivate
+	poly.LineStyle.Width = 0
+	poly.LineStyle.Color = color.Transparent
+	p.Add(poly)
+	p.Legend.Add(PrivateLegend(t), poly)
+	return nil
+}
+
+// PrivateLegend names the private-pool band; where the trace leaves some
+// segments' pool open the band is a lower bound and the label says by how
+// much it may fall short.
+func PrivateLegend(t *timeline.Timeline) string {
+	if t.PrivateOpen > 0 {
+		return "reserved in private pools (at least; up to " + report.Size(t.PrivateOpen) + " more)"
+	}
+	return "reserved in private pools (CUDA graphs, MemPool)"
+}
+
 // shortLabel keeps a legend entry on one line.
 func shortLabel(s string) string {
 	if len(s) > 60 {
@@ -142,7 +184,10 @@ var (
 	colPeak      = color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 0xff}
 	colOOM       = color.RGBA{R: 0x8b, G: 0x00, B: 0x00, A: 0xff}
 	colPhase     = color.NRGBA{R: 0xff, G: 0xc8, B: 0x00, A: 0x38}
-	colPool      = map[string]color.Color{
+	// colPrivate is view's private-pool colour (#7c3aed), light enough
+	// that the lines read through it.
+	colPrivate = color.NRGBA{R: 0x7c, G: 0x3a, B: 0xed, A: 0x70}
+	colPool    = map[string]color.Color{
 		"allocated_large": color.RGBA{R: 0x94, G: 0x67, B: 0xbd, A: 0xff},
 		"allocated_small": color.RGBA{R: 0x8c, G: 0x56, B: 0x4b, A: 0xff},
 		"reserved_large":  color.RGBA{R: 0x17, G: 0xbe, B: 0xcf, A: 0xff},
@@ -241,7 +286,13 @@ func Build(t *timeline.Timeline, o Options) (*gplot.Plot, error) {
 	if err := addBands(p, o.Bands, scale); err != nil {
 		return nil, err
 	}
+	if err := addPrivateBand(p, t, scale); err != nil {
+		return nil, err
+	}
 	for _, s := range t.Series {
+		if s.Key == timeline.PrivateKey {
+			continue
+		}
 		xys := make(plotter.XYs, len(s.Points))
 		for i, pt := range s.Points {
 			xys[i] = plotter.XY{X: pt.X, Y: float64(pt.Bytes) / scale}

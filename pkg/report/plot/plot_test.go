@@ -14,8 +14,11 @@ import (
 
 	"gonum.org/v1/plot/font"
 
+	"github.com/memstat/memstat/internal/fixture"
 	"github.com/memstat/memstat/internal/golden"
 	"github.com/memstat/memstat/internal/testsnap"
+	"github.com/memstat/memstat/pkg/analysis"
+	"github.com/memstat/memstat/pkg/snapshot"
 	"github.com/memstat/memstat/pkg/timeline"
 )
 
@@ -242,5 +245,71 @@ func TestPhaseNamesThatDoNotFit(t *testing.T) {
 	}
 	if n := len(svgText.FindAllString(svg.String(), -1)); n != 6 || !strings.Contains(svg.String(), "annotated phase (4 names not shown)") {
 		t.Errorf("%d names drawn; want 6 and the legend saying 4 are not shown", n)
+	}
+}
+
+// TestPrivatePoolBand: a recording whose decode steps are CUDA graphs
+// (`memstat record -w inference --cuda-graphs`) draws the memory reserved
+// in private pools as a band of its own, named in the legend, whose top
+// is the private pools' peak; a file without pools draws no such band.
+// The SVG and PNG are golden files.
+func TestPrivatePoolBand(t *testing.T) {
+	path, _ := fixture.RecordArgs(t, "graphs.pickle", "-w", "inference", "--cuda-graphs", "--new-tokens", "8")
+	s, err := snapshot.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tl, err := timeline.Build(s, timeline.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	band := tl.Find(timeline.PrivateKey)
+	if band == nil {
+		t.Fatal("no private-pool series")
+	}
+	res, err := analysis.Replay(s, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var top int64
+	for _, p := range band.Points {
+		top = max(top, p.Bytes)
+	}
+	if want := res.Result.Pools.Reserved.Peak; top != want || want == 0 || tl.PrivateOpen != 0 {
+		t.Errorf("band tops at %d, the private pools' peak is %d (open %d)", top, want, tl.PrivateOpen)
+	}
+	var svg bytes.Buffer
+	if err := Write(&svg, tl, SVG, Options{Title: "inference --cuda-graphs"}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(svg.String(), "reserved in private pools (CUDA graphs, MemPool)") {
+		t.Error("the legend does not name the private-pool band")
+	}
+	golden.Check(t, "cuda-graphs.svg", svg.Bytes())
+	var png bytes.Buffer
+	if err := Write(&png, tl, PNG, Options{Title: "inference --cuda-graphs"}); err != nil {
+		t.Fatal(err)
+	}
+	golden.Check(t, "cuda-graphs.png", png.Bytes())
+
+	plain := fixtureTimeline(t, false)
+	if plain.Find(timeline.PrivateKey) != nil {
+		t.Error("a file without private pools has a private-pool series")
+	}
+	svg.Reset()
+	if err := Write(&svg, plain, SVG, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(svg.String(), "private pools") {
+		t.Error("a file without private pools has a private-pool legend entry")
+	}
+}
+
+// TestPrivateLegendLowerBound: where the trace leaves some segments' pool
+// open the band is a lower bound, and its legend says by how much.
+func TestPrivateLegendLowerBound(t *testing.T) {
+	tl := &timeline.Timeline{PrivateOpen: 136 << 20}
+	if got := PrivateLegend(tl); got != "reserved in private pools (at least; up to 136.0 MiB more)" {
+		t.Errorf("legend %q", got)
 	}
 }

@@ -135,7 +135,16 @@
     stepLine(ctx, box, n, (c) => win.alloc_min[c]);
     ctx.strokeStyle = '#b91c1c'; ctx.lineWidth = 1.5;
     stepLine(ctx, box, n, (c) => win.reserved_max[c]);
-    if (win.private_reserved) { ctx.strokeStyle = '#7c3aed'; ctx.setLineDash([4, 3]); stepLine(ctx, box, n, (c) => win.private_reserved[c]); ctx.setLineDash([]); }
+    if (win.private_reserved) {
+      // The memory reserved in private pools, a translucent band from the
+      // axis up (over the allocations, which it includes), edged dashed.
+      ctx.fillStyle = 'rgba(124,58,237,0.18)';
+      for (let c = 0; c < n; c++) {
+        const v = win.private_reserved[c];
+        if (v > 0) { const y = yOf(v, box); ctx.fillRect(colX(c, box), y, colX(c + 1, box) - colX(c, box) + 0.5, yOf(0, box) - y); }
+      }
+      ctx.strokeStyle = '#7c3aed'; ctx.setLineDash([4, 3]); stepLine(ctx, box, n, (c) => win.private_reserved[c]); ctx.setLineDash([]);
+    }
     ctx.lineWidth = 1;
     drawAxes(ctx, box);
     drawPhases(ctx, box);
@@ -257,7 +266,7 @@
     const parts = ['<span><i style="background:#b91c1c"></i>reserved (max per column)</span>',
       '<span><i style="background:rgba(0,0,0,.35)"></i>allocated (min per column)</span>',
       '<span><i style="background:rgba(140,140,140,.55);height:10px"></i>' + win.other_count + ' smaller ' + (S.by === 'allocation' ? 'allocations' : 'groups') + ', summed</span>'];
-    if (win.private_reserved) parts.push('<span><i style="background:#7c3aed"></i>private pools reserved</span>');
+    if (win.private_reserved) parts.push('<span><i style="background:rgba(124,58,237,.35);border-top:2px dashed #7c3aed;height:10px"></i>reserved in private pools (CUDA graphs, MemPool)</span>');
     if (S.by !== 'allocation') for (const b of win.bands.slice(0, 8)) parts.push('<span><i style="background:' + colour(b) + ';height:10px"></i>' + esc(b.label) + '</span>');
     $('legend').innerHTML = parts.join('');
   }
