@@ -121,6 +121,13 @@ const (
 	// RequestTooLarge: the request alone exceeds all the memory the
 	// process could have had (free + reserved), whatever else is freed.
 	RequestTooLarge Verdict = "request too large"
+	// OtherPoolsFree: the free memory that would have held the request
+	// sat in other pools than the request's: in private pools (CUDA
+	// graphs, MemPool), whose free blocks PyTorch never gives to ordinary
+	// allocations and which empty_cache() does not release while the
+	// pool is alive (or, for a request into a private pool, in the
+	// default pools and the other private ones).
+	OtherPoolsFree Verdict = "free memory in other pools"
 	// OtherLimit: the device had the memory free, yet the allocation
 	// failed: a memory fraction (set_per_process_memory_fraction) or a
 	// driver limit refused it.
@@ -140,6 +147,7 @@ const (
 	AdviseEmptyCacheUseless  Advice = "empty_cache_useless"
 	AdviseCheckFraction      Advice = "check_memory_fraction"
 	AdviseOtherProcesses     Advice = "other_processes"
+	AdviseReleasePools       Advice = "release_private_pools"
 )
 
 // OOM is one recorded out-of-memory error and the state it happened in.
@@ -170,10 +178,21 @@ type OOM struct {
 	Stack        []snapshot.Frame `json:"-"`
 	HiddenFrames int              `json:"hidden_frames"`
 	Verdict      Verdict          `json:"verdict"`
-	// Shortfall is how much memory was missing with every free byte (the
-	// device's and the cache's) counted, for TooMuchLiveMemory; for
+	// Shortfall is how much memory was missing with every free byte the
+	// request could use (the device's, and the cache's in its own pool)
+	// counted, for TooMuchLiveMemory and OtherPoolsFree; for
 	// RequestTooLarge, how much the request exceeds DeviceTotal.
 	Shortfall int64 `json:"shortfall_bytes"`
+	// RequestPoolID is the pool the request went to: the oom entry's
+	// pool_id where the trace carries it (2.9+); otherwise the default
+	// pools (0, 0), and RequestPoolKnown is false.
+	RequestPoolID    snapshot.PoolID `json:"request_pool_id"`
+	RequestPoolKnown bool            `json:"request_pool_known"`
+	// OtherPoolsFree is the part of FreeBytes cached in other pools than
+	// the request's (for an ordinary request: free memory in private
+	// pools), which could not serve it: PyTorch never gives a private
+	// pool's free blocks to another pool's allocations.
+	OtherPoolsFree int64 `json:"free_in_other_pools_bytes"`
 	// ExpandableSegments says whether expandable segments were on.
 	ExpandableSegments bool     `json:"expandable_segments"`
 	Advice             []Advice `json:"advice"`
@@ -259,8 +278,22 @@ func (rp *Replayed) explainOOM(e snapshot.TraceEntry, st *State, fr *Frames, v a
 	}
 	o.Pool = pool.String()
 	o.DeviceTotal = o.DeviceFree + o.Reserved
+	if rp.Snap.Features.TracePoolID {
+		o.RequestPoolID, o.RequestPoolKnown = rp.Snap.Context(&e).Pool, true
+	}
 	for _, seg := range st.Segments {
-		if seg.Pool != pool || seg.Stream != o.Stream || !seg.PoolID.IsDefault() {
+		if seg.PoolID != o.RequestPoolID {
+			// PyTorch's malloc looks only in the request's pool
+			// (get_pool), and releasing cached blocks keeps a live
+			// private pool's segments (release_cached_blocks).
+			for _, b := range seg.Blocks {
+				if b.State == snapshot.Inactive {
+					o.OtherPoolsFree += b.Size
+				}
+			}
+			continue
+		}
+		if seg.Pool != pool || seg.Stream != o.Stream {
 			continue
 		}
 		for _, b := range seg.Blocks {
@@ -269,6 +302,7 @@ func (rp *Replayed) explainOOM(e snapshot.TraceEntry, st *State, fr *Frames, v a
 			}
 		}
 	}
+	usable := o.FreeBytes - o.OtherPoolsFree
 	o.Message = (&allocator.OOMError{
 		Version:       v,
 		Device:        rp.Device,
@@ -289,7 +323,7 @@ func (rp *Replayed) explainOOM(e snapshot.TraceEntry, st *State, fr *Frames, v a
 	case o.DeviceFree >= o.AllocSize:
 		o.Verdict = OtherLimit
 		o.Advice = []Advice{AdviseCheckFraction, AdviseEmptyCacheUseless}
-	case o.DeviceFree+o.FreeBytes >= o.AllocSize:
+	case o.DeviceFree+usable >= o.AllocSize:
 		o.Verdict = Fragmentation
 		if !o.ExpandableSegments {
 			o.Advice = append(o.Advice, AdviseExpandableSegments)
@@ -298,10 +332,17 @@ func (rp *Replayed) explainOOM(e snapshot.TraceEntry, st *State, fr *Frames, v a
 			o.Advice = append(o.Advice, AdviseMaxSplitSize)
 		}
 		o.Advice = append(o.Advice, AdviseEmptyCacheUseless, AdviseReduceBatch)
+	case o.DeviceFree+o.FreeBytes >= o.AllocSize:
+		o.Verdict = OtherPoolsFree
+		o.Shortfall = o.AllocSize - o.DeviceFree - usable
+		o.Advice = []Advice{AdviseReleasePools, AdviseEmptyCacheUseless, AdviseReduceBatch}
 	default:
 		o.Verdict = TooMuchLiveMemory
-		o.Shortfall = o.AllocSize - o.DeviceFree - o.FreeBytes
+		o.Shortfall = o.AllocSize - o.DeviceFree - usable
 		o.Advice = []Advice{AdviseReduceBatch, AdviseCheckpointing, AdviseFreeReferences, AdviseEmptyCacheUseless, AdviseOtherProcesses}
+		if o.OtherPoolsFree > 0 && o.RequestPoolID.IsDefault() {
+			o.Advice = append(o.Advice, AdviseReleasePools)
+		}
 	}
 	return o
 }

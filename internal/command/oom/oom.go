@@ -196,6 +196,9 @@ type jsonOOMEvent struct {
 	DeviceFree         int64              `json:"device_free"`
 	DeviceTotal        int64              `json:"device_total_lower_bound"`
 	LargestInPool      int64              `json:"largest_free_in_pool"`
+	RequestPoolID      [2]int64           `json:"request_pool_id"`
+	RequestPoolKnown   bool               `json:"request_pool_known"`
+	OtherPoolsFree     int64              `json:"free_in_other_pools_bytes"`
 	Message            string             `json:"message"`
 	Verdict            analysis.Verdict   `json:"verdict"`
 	Explanation        string             `json:"explanation"`
@@ -232,6 +235,7 @@ func jsonOOM(opts *Options, devices []deviceOOM) any {
 			je := jsonOOMEvent{
 				Moment: o.Moment, Requested: o.Requested, AllocSize: o.AllocSize, Stream: o.Stream, Pool: o.Pool,
 				DeviceFree: o.DeviceFree, DeviceTotal: o.DeviceTotal, LargestInPool: o.LargestInPool, Message: o.Message,
+				RequestPoolID: o.RequestPoolID, RequestPoolKnown: o.RequestPoolKnown, OtherPoolsFree: o.OtherPoolsFree,
 				Verdict: o.Verdict, Explanation: report.VerdictText(&o), Shortfall: o.Shortfall,
 				ExpandableSegments: o.ExpandableSegments, Advice: []jsonAdvice{}, Site: report.FrameRecord(o.Site),
 				RequestedAt: report.FrameRecords(o.Stack), HiddenFrames: o.HiddenFrames,
