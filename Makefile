@@ -37,7 +37,7 @@ test: vet
 # figures all equal the simulator's and whose bounds all hold.
 FIDELITY_RUNS ?= 200
 fidelity:
-	$(GO) test -count=1 -timeout 60m -run '^TestRoundTrip$$' ./pkg/allocator -v -roundtrip.runs=$(FIDELITY_RUNS) -roundtrip.table | grep -v '^=== RUN\|^--- PASS\|^PASS$$\|^ok \|^    '
+	$(GO) test -count=1 -timeout 60m -run '^TestRoundTrip$$' ./pkg/replay -v -roundtrip.runs=$(FIDELITY_RUNS) -roundtrip.table | grep -v '^=== RUN\|^--- PASS\|^PASS$$\|^ok \|^    '
 
 # A short run of every fuzz target (CI runs this too): the decoder, the
 # reader, every command from bytes to output (replay, what-if, advise,

@@ -15,6 +15,7 @@ import (
 	"sync"
 
 	"github.com/memstat/memstat/pkg/allocator"
+	"github.com/memstat/memstat/pkg/replay"
 	"github.com/memstat/memstat/pkg/snapshot"
 )
 
@@ -53,10 +54,10 @@ type Result struct {
 	PeakRequested       int64 `json:"peak_requested"`
 	// Fragmentation is the share of reserved memory stranded at the
 	// peak of allocated memory (AtPeak.Fragmentation).
-	Fragmentation   float64          `json:"fragmentation"`
-	AtPeak          allocator.Unused `json:"at_peak_allocated"`
-	SegmentsCreated int64            `json:"segments_created"`
-	AllocRetries    int64            `json:"alloc_retries"`
+	Fragmentation   float64       `json:"fragmentation"`
+	AtPeak          replay.Unused `json:"at_peak_allocated"`
+	SegmentsCreated int64         `json:"segments_created"`
+	AllocRetries    int64         `json:"alloc_retries"`
 	// Rank is the position in the ranking, 1 = best.
 	Rank int `json:"rank"`
 
@@ -140,11 +141,11 @@ func Advise(s *snapshot.Snapshot, o Options) (*Advice, error) {
 	}
 	v := o.Version
 	if v == 0 {
-		v = allocator.GuessVersion(s)
+		v = replay.GuessVersion(s)
 	}
 	// What cannot be used of the recorded settings is left at the
 	// defaults; `memstat replay` reports it.
-	recorded, _ := allocator.ConfigFromSettings(s.Settings, v)
+	recorded, _ := replay.ConfigFromSettings(s.Settings, v)
 	base, err := makeSetting(recorded, nil)
 	if err != nil {
 		return nil, fmt.Errorf("recorded settings: %w", err)
@@ -172,7 +173,7 @@ func Advise(s *snapshot.Snapshot, o Options) (*Advice, error) {
 	adv.Recorded.FirstOOM = adv.RecordedOOMAt
 
 	// The baseline first: it fixes the device memory the others get.
-	baseRun, err := replay(s, o, base, v)
+	baseRun, err := replaySetting(s, o, base, v)
 	if err != nil {
 		return nil, err
 	}
@@ -370,7 +371,7 @@ type demand struct {
 func recordedDemand(s *snapshot.Snapshot, o Options, v allocator.Version) (demand, error) {
 	var d demand
 	k := firstAlloc(s.Trace(o.Device))
-	r, err := allocator.NewReplay(s, allocator.ReplayOptions{Device: o.Device, Version: v,
+	r, err := replay.New(s, replay.Options{Device: o.Device, Version: v,
 		OnEvent: func(i int, _ snapshot.TraceEntry, a *allocator.Allocator) {
 			if i == k {
 				st := a.Stats()
@@ -403,9 +404,9 @@ func firstAlloc(trace []snapshot.TraceEntry) int {
 	return -1
 }
 
-// replay runs one setting in what-if mode. It shares nothing mutable with
+// replaySetting runs one setting in what-if mode. It shares nothing mutable with
 // other replays: the snapshot is only read.
-func replay(s *snapshot.Snapshot, o Options, st Setting, v allocator.Version) (*run, error) {
+func replaySetting(s *snapshot.Snapshot, o Options, st Setting, v allocator.Version) (*run, error) {
 	out := &run{Result: Result{Setting: st, FirstOOM: -1}}
 	var ooms int64
 	var trace []snapshot.TraceEntry
@@ -425,8 +426,8 @@ func replay(s *snapshot.Snapshot, o Options, st Setting, v allocator.Version) (*
 		}
 	}
 	cfg := st.cfg
-	r, err := allocator.NewReplay(s, allocator.ReplayOptions{
-		Device: o.Device, Version: v, Config: &cfg, Capacity: o.DeviceMemory, Mode: allocator.WhatIf, OnEvent: onEvent,
+	r, err := replay.New(s, replay.Options{
+		Device: o.Device, Version: v, Config: &cfg, Capacity: o.DeviceMemory, Mode: replay.WhatIf, OnEvent: onEvent,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", st.Label(), err)
@@ -465,7 +466,7 @@ func replayAll(s *snapshot.Snapshot, o Options, v allocator.Version, settings []
 		go func() {
 			defer wg.Done()
 			for i := range next {
-				r, err := replay(s, o, settings[i], v)
+				r, err := replaySetting(s, o, settings[i], v)
 				if err != nil {
 					errs[i] = err
 					continue

@@ -8,6 +8,7 @@ import (
 
 	"github.com/memstat/memstat/internal/realdata"
 	"github.com/memstat/memstat/pkg/allocator"
+	"github.com/memstat/memstat/pkg/replay"
 	"github.com/memstat/memstat/pkg/snapshot"
 	"github.com/memstat/memstat/pkg/workload"
 )
@@ -47,14 +48,14 @@ func varlen(t testing.TB) (*snapshot.Snapshot, string) {
 
 // replayWith replays a setting independently of Advise: the oracle for the
 // figures it prints.
-func replayWith(t *testing.T, s *snapshot.Snapshot, conf string, capacity int64) *allocator.ReplayResult {
+func replayWith(t *testing.T, s *snapshot.Snapshot, conf string, capacity int64) *replay.Result {
 	t.Helper()
-	v := allocator.GuessVersion(s)
+	v := replay.GuessVersion(s)
 	cfg, err := allocator.ParseConfig(conf, v)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := allocator.NewReplay(s, allocator.ReplayOptions{Config: &cfg, Version: v, Capacity: capacity, Mode: allocator.WhatIf})
+	r, err := replay.New(s, replay.Options{Config: &cfg, Version: v, Capacity: capacity, Mode: replay.WhatIf})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +104,7 @@ func TestFragmentationWorkloadGetsExpandableSegments(t *testing.T) {
 	}
 	// The baseline is the recorded run: what-if with the recorded
 	// settings reproduces it exactly on a trace from empty.
-	if a.Coverage != allocator.CoverageComplete {
+	if a.Coverage != replay.CoverageComplete {
 		t.Errorf("coverage %s", a.Coverage)
 	}
 	verdict := a.Verdict()
@@ -219,7 +220,7 @@ func TestStartingStateThatDoesNotFit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a.Coverage != allocator.CoveragePartial || !a.Baseline.StartFailed || a.Best != nil || a.Demand <= 8<<30 {
+	if a.Coverage != replay.CoveragePartial || !a.Baseline.StartFailed || a.Best != nil || a.Demand <= 8<<30 {
 		t.Errorf("coverage %s, start failed %v, best %+v, demand %d", a.Coverage, a.Baseline.StartFailed, a.Best, a.Demand)
 	}
 	for _, r := range a.Ranked {

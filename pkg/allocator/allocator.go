@@ -174,7 +174,7 @@ func (a *Allocator) Stats() Stats { return a.outside.withUnmodelled(a.stats) }
 // their values, sorted by key as PyTorch sorts them.
 func (a *Allocator) MemoryStats() []KeyValue {
 	st := a.Stats()
-	return st.memoryStats(a.v)
+	return st.MemoryStats(a.v)
 }
 
 // ResetPeakStats is torch.cuda.reset_peak_memory_stats: every peak becomes
@@ -264,7 +264,7 @@ func (a *Allocator) gcEnabled() bool {
 // of 2.1-2.3 cudaMallocs for private pools: "checkpointing logic for
 // private pools doesn't support the expandable_segments_ structure yet").
 func (a *Allocator) expandableFor(pool *blockPool) bool {
-	return a.cfg.ExpandableSegments && a.v.hasExpandableSegments() && (pool.owner == nil || a.v.privatePoolsExpandable())
+	return a.cfg.ExpandableSegments && a.v.HasExpandableSegments() && (pool.owner == nil || a.v.privatePoolsExpandable())
 }
 
 func (a *Allocator) poolFor(size int64) *blockPool {

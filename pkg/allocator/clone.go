@@ -14,7 +14,7 @@ import "slices"
 // maps, event queues, statistics, device and history. The copy shares
 // only immutable things: the configuration, the stack table, the clock
 // and the segment-address hook.
-func (a *Allocator) clone() *Allocator {
+func (a *Allocator) Clone() *Allocator {
 	c := *a
 	dev := *a.dev
 	c.dev = &dev
@@ -144,31 +144,31 @@ func (t *btree) cloneWith() btree {
 	return out
 }
 
-// mallocOutcome is what a Malloc would do, as far as a prediction can
+// MallocOutcome is what a Malloc would do, as far as a prediction can
 // tell without running it.
-type mallocOutcome uint8
+type MallocOutcome uint8
 
 const (
-	// outcomeUnknown: a path the prediction does not model (fallbacks,
+	// OutcomeUnknown: a path the prediction does not model (fallbacks,
 	// expandable segments, garbage collection, events to process); the
 	// driver tries the call on a clone instead.
-	outcomeUnknown mallocOutcome = iota
-	// outcomeCacheHit: served from the cached block at addr.
-	outcomeCacheHit
-	// outcomeNewSegment: a cache miss served by one new cudaMalloc'd
+	OutcomeUnknown MallocOutcome = iota
+	// OutcomeCacheHit: served from the cached block at addr.
+	OutcomeCacheHit
+	// OutcomeNewSegment: a cache miss served by one new cudaMalloc'd
 	// segment of allocSize bytes, which the request takes from its start.
-	outcomeNewSegment
+	OutcomeNewSegment
 )
 
-// predictMalloc tells, without changing anything, what Malloc(size,
+// PredictMalloc tells, without changing anything, what Malloc(size,
 // stream) would do in the current state when that is one of the two
 // common cases. For a cache hit addr is the block's address.
-func (a *Allocator) predictMalloc(size, stream int64) (out mallocOutcome, addr uint64, allocSize int64) {
+func (a *Allocator) PredictMalloc(size, stream int64) (out MallocOutcome, addr uint64, allocSize int64) {
 	if size <= 0 || size >= OneEiB || a.gcEnabled() || a.nEvents > 0 && a.hasCompletedEvents() {
-		return outcomeUnknown, 0, 0
+		return OutcomeUnknown, 0, 0
 	}
 	if len(a.captures) > 0 || len(a.deferred) > 0 {
-		return outcomeUnknown, 0, 0
+		return OutcomeUnknown, 0, 0
 	}
 	rounded := roundSize(size, &a.cfg.RoundupPower2Divisions, a.v)
 	pool := a.getPool(rounded, stream)
@@ -177,23 +177,23 @@ func (a *Allocator) predictMalloc(size, stream int64) (out mallocOutcome, addr u
 	if ok && it.k.stream == stream {
 		b := it.b
 		if b.expandable() {
-			return outcomeUnknown, 0, 0
+			return OutcomeUnknown, 0, 0
 		}
 		maxSplit := a.cfg.MaxSplitSize
 		switch {
 		case uint64(rounded) < maxSplit && uint64(b.size) >= maxSplit:
 		case uint64(rounded) >= maxSplit && uint64(b.size) >= uint64(rounded)+a.cfg.nonSplitTolerance():
 		default:
-			return outcomeCacheHit, b.addr, allocSize
+			return OutcomeCacheHit, b.addr, allocSize
 		}
 	}
 	if a.expandableFor(pool) {
-		return outcomeUnknown, 0, 0
+		return OutcomeUnknown, 0, 0
 	}
 	if a.fractionSet && a.dev.obtained+allocSize > a.allowedMax || !a.dev.fits(allocSize) {
-		return outcomeUnknown, 0, 0
+		return OutcomeUnknown, 0, 0
 	}
-	return outcomeNewSegment, 0, allocSize
+	return OutcomeNewSegment, 0, allocSize
 }
 
 // hasCompletedEvents reports whether the next Malloc's process_events

@@ -90,10 +90,15 @@ func (d *Device) fits(n int64) bool {
 	return d.capacity == 0 || d.obtained+n <= d.capacity
 }
 
-// reservationSize is the VA an expandable segment reserves: 1 1/8 of the
-// device memory, rounded up to whole pages.
-func (d *Device) reservationSize(page int64) int64 {
-	t := d.totalMemory + d.totalMemory/8
+// reservationSize is the VA an expandable segment reserves.
+func (d *Device) reservationSize(page int64) int64 { return ReservationSize(d.totalMemory, page) }
+
+// ReservationSize is the VA an expandable segment reserves on a device of
+// totalMemory bytes: 1 1/8 of it, rounded up to whole pages. A replay
+// needs it before it has a device, to rebuild the reservations a recording
+// started with.
+func ReservationSize(totalMemory, page int64) int64 {
+	t := totalMemory + totalMemory/8
 	return (t + page - 1) / page * page
 }
 

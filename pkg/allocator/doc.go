@@ -30,11 +30,15 @@
 // pointer. An Allocator keeps no global state and is not safe for
 // concurrent use; run independent Allocators in parallel instead.
 //
-// A trace-replay driver additionally needs to dictate segment addresses
-// (Options.SegmentAddress), to build a starting state (SeedSegment,
-// SeedReservation) and to force placements where the simulation diverges
-// from a recording (the Force* methods, FreeDeferred, CompletePendingFree).
-// These live in replay.go, apart from the faithful decision path.
+// The simulator is a pure model: following a recording (rebuilding the
+// start state, replaying a trace, comparing with the final segments,
+// bounding what the recording does not determine) is pkg/replay's job. What
+// such a driver needs of the simulator is exported here and nowhere used by
+// the decision path: dictated segment addresses (Options.SegmentAddress),
+// a starting state (SeedSegment, SeedReservation), placements forced where
+// the simulation diverges from a recording (the Force* methods,
+// FreeDeferred, CompletePendingFree), trial runs (Clone, PredictMalloc) and
+// read-only views of the state (follow.go, clone.go).
 //
 // Private pools (CUDA-graph capture, torch.cuda.MemPool) are simulated in
 // pools.go: BeginAllocateToPool / EndAllocateToPool / ReleasePool, their

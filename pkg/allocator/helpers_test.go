@@ -47,7 +47,7 @@ func (s *sim) check() {
 	if err := s.CheckInvariants(); err != nil {
 		s.t.Fatalf("invariant: %v", err)
 	}
-	if n, want := s.numSegments(), len(s.Segments()); n != want {
+	if n, want := s.NumSegments(), len(s.Segments()); n != want {
 		s.t.Fatalf("numSegments %d, Segments has %d", n, want)
 	}
 }

@@ -17,22 +17,3 @@ func TestExpandableRequestLargerThanReservation(t *testing.T) {
 		s.free(s.alloc(20*mib, s0))
 	}
 }
-
-// A recording with a map larger than the default device's reservation
-// replays (the device memory is raised to fit it) instead of panicking.
-func TestReplayMapLargerThanDefaultReservation(t *testing.T) {
-	s := newSim(t, "expandable_segments:True", Latest, Options{TotalMemory: 100 * GiB})
-	s.alloc(91*GiB, s0)
-	snap := s.Snapshot()
-	for _, mode := range []ReplayMode{Follow, WhatIf} {
-		r, err := NewReplay(snap, ReplayOptions{Mode: mode})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for r.Step() == nil {
-		}
-		if got := r.Result().Stats.AllocatedBytes[0].Peak; got != 91*GiB {
-			t.Errorf("%v: peak allocated %d, want %d", mode, got, int64(91*GiB))
-		}
-	}
-}

@@ -68,14 +68,14 @@ func (e *OOMError) Error() string {
 	var b strings.Builder
 	allowed := ""
 	if e.FractionSet {
-		allowed = formatSize(e.AllowedMax) + " allowed; "
+		allowed = FormatSize(e.AllowedMax) + " allowed; "
 	}
 	dev := strconv.Itoa(e.Device)
 	if e.Version < V2_1 {
-		b.WriteString("CUDA out of memory. Tried to allocate " + formatSize(e.AllocSize) +
-			" (GPU " + dev + "; " + formatSize(e.DeviceTotal) + " total capacity; " +
-			formatSize(e.Allocated) + " already allocated; " + formatSize(e.DeviceFree) + " free; " +
-			allowed + formatSize(e.Reserved) + " reserved in total by PyTorch)" +
+		b.WriteString("CUDA out of memory. Tried to allocate " + FormatSize(e.AllocSize) +
+			" (GPU " + dev + "; " + FormatSize(e.DeviceTotal) + " total capacity; " +
+			FormatSize(e.Allocated) + " already allocated; " + FormatSize(e.DeviceFree) + " free; " +
+			allowed + FormatSize(e.Reserved) + " reserved in total by PyTorch)" +
 			" If reserved memory is >> allocated memory try setting max_split_size_mb to avoid fragmentation. " +
 			" See documentation for Memory Management and PYTORCH_CUDA_ALLOC_CONF")
 		return b.String()
@@ -91,14 +91,14 @@ func (e *OOMError) Error() string {
 	if e.Version < V2_4 {
 		pools = 0
 	}
-	b.WriteString("CUDA out of memory. Tried to allocate " + formatSize(e.AllocSize) + ". GPU " + dev +
-		" has a total " + capacity + " of " + formatSize(e.DeviceTotal) + " of which " +
-		formatSize(e.DeviceFree) + " is free. " + e.ProcessInfo + allowed +
-		"Of the allocated memory " + formatSize(e.Allocated+pools) + " is allocated by PyTorch, ")
+	b.WriteString("CUDA out of memory. Tried to allocate " + FormatSize(e.AllocSize) + ". GPU " + dev +
+		" has a total " + capacity + " of " + FormatSize(e.DeviceTotal) + " of which " +
+		FormatSize(e.DeviceFree) + " is free. " + e.ProcessInfo + allowed +
+		"Of the allocated memory " + FormatSize(e.Allocated+pools) + " is allocated by PyTorch, ")
 	if pools > 0 {
-		b.WriteString("with " + formatSize(pools) + " allocated in private pools (e.g., CUDA Graphs), ")
+		b.WriteString("with " + FormatSize(pools) + " allocated in private pools (e.g., CUDA Graphs), ")
 	}
-	b.WriteString("and " + formatSize(e.Reserved-e.Allocated-pools) + " is reserved by PyTorch but unallocated.")
+	b.WriteString("and " + FormatSize(e.Reserved-e.Allocated-pools) + " is reserved by PyTorch but unallocated.")
 	switch {
 	case e.Version < V2_2:
 		b.WriteString(" If reserved but unallocated memory is large try setting max_split_size_mb to avoid" +
@@ -115,10 +115,10 @@ func (e *OOMError) Error() string {
 	return b.String()
 }
 
-// formatSize is PyTorch's format_size: bytes up to 1 KiB, then KiB, MiB and
+// FormatSize is PyTorch's format_size: bytes up to 1 KiB, then KiB, MiB and
 // GiB with two decimals (the bounds are inclusive, so 1 MiB prints as
 // "1024.00 KiB").
-func formatSize(n int64) string {
+func FormatSize(n int64) string {
 	u := uint64(n) // size_t in PyTorch
 	switch {
 	case u <= KiB:

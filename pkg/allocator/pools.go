@@ -160,7 +160,7 @@ func (a *Allocator) createOrIncrefPool(id snapshot.PoolID, kind PoolKind) (*priv
 // CreatePool is createOrIncrefPool, what the MemPool constructor calls:
 // the pool exists (or gains a user) without receiving allocations yet.
 func (a *Allocator) CreatePool(id snapshot.PoolID, kind PoolKind) error {
-	if kind == PoolKindMemPool && !a.v.hasMemPool() {
+	if kind == PoolKindMemPool && !a.v.HasMemPool() {
 		return fmt.Errorf("allocator: torch.cuda.MemPool does not exist in PyTorch %s", a.v)
 	}
 	_, err := a.createOrIncrefPool(id, kind)
@@ -172,7 +172,7 @@ func (a *Allocator) CreatePool(id snapshot.PoolID, kind PoolKind) error {
 // from now on the allocations the filter selects go to it. The newest
 // capture wins where filters overlap (get_pool searches LIFO).
 func (a *Allocator) BeginAllocateToPool(id snapshot.PoolID, kind PoolKind, filter StreamFilter) error {
-	if kind == PoolKindMemPool && !a.v.hasMemPool() {
+	if kind == PoolKindMemPool && !a.v.HasMemPool() {
 		return fmt.Errorf("allocator: torch.cuda.use_mem_pool does not exist in PyTorch %s", a.v)
 	}
 	for _, c := range a.captures {

@@ -337,7 +337,7 @@ func TestClonePools(t *testing.T) {
 	s.begin(g1, PoolKindGraph, StreamFilter{Stream: s0})
 	x := s.alloc(8<<20, s0)
 	s.free(x)
-	c := &sim{t, s.clone()}
+	c := &sim{t, s.Clone()}
 	y := c.alloc(8<<20, s0)
 	c.end(g1)
 	if y != x || s.usage(g1).Allocated != 0 || c.usage(g1).Allocated != 8<<20 {

@@ -69,7 +69,7 @@ func (w *workload) poolStep() string {
 	if reuse {
 		id = w.livePools[w.rng.IntN(len(w.livePools))]
 	}
-	w.memPool = a.v.hasMemPool() && w.rng.IntN(2) == 0
+	w.memPool = a.v.HasMemPool() && w.rng.IntN(2) == 0
 	switch {
 	case w.memPool:
 		if !reuse || id[1] == 0 {

@@ -40,7 +40,7 @@ func (a *Allocator) EmptyCache(stack snapshot.StackID) {
 // the large pool, then the small pool, then the freeable private pools
 // (2.9: the default pools only when no capture is underway).
 func (a *Allocator) releaseCachedBlocks(ctx snapshot.StackID) {
-	if len(a.captures) == 0 || !a.v.capturesGuardEmptyCache() {
+	if len(a.captures) == 0 || !a.v.CapturesGuardEmptyCache() {
 		a.synchronizeAndFreeEvents(ctx)
 		a.releaseBlocks(&a.large, ctx)
 		a.releaseBlocks(&a.small, ctx)

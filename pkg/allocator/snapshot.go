@@ -27,7 +27,7 @@ func (a *Allocator) Segments() []snapshot.Segment {
 	}
 	all := make([]snapshot.Block, 0, n)
 	out := make([]snapshot.Segment, 0, len(a.regions))
-	a.eachSegment(nil, func(seg *snapshot.Segment) {
+	a.EachSegment(nil, func(seg *snapshot.Segment) {
 		start := len(all)
 		all = append(all, seg.Blocks...)
 		s := *seg
@@ -46,16 +46,16 @@ func (a *Allocator) Segments() []snapshot.Segment {
 	return out
 }
 
-// eachSegment calls fn with each segment Segments would return, in the
+// EachSegment calls fn with each segment Segments would return, in the
 // same order, without keeping them: seg and its Blocks (built in buf,
 // which may be nil) are reused by the next call. Comparing a replayed
 // state of a million blocks with a snapshot this way holds one segment at
 // a time instead of a copy of the whole state.
-func (a *Allocator) eachSegment(buf []snapshot.Block, fn func(seg *snapshot.Segment)) {
+func (a *Allocator) EachSegment(buf []snapshot.Block, fn func(seg *snapshot.Segment)) {
 	a.eachSegmentOf(a.regions, buf, fn)
 }
 
-// eachSegmentOf is eachSegment over some of a's regions. It only reads the
+// eachSegmentOf is EachSegment over some of a's regions. It only reads the
 // allocator: calls on disjoint regions may run at once.
 func (a *Allocator) eachSegmentOf(rs regions, buf []snapshot.Block, fn func(seg *snapshot.Segment)) {
 	var seg snapshot.Segment
@@ -124,9 +124,9 @@ func (a *Allocator) Snapshot() *snapshot.Snapshot {
 			TimeUS:           v.hasTimeUS(),
 			CompileContext:   v.hasCompileContext(),
 			UserMetadata:     v.hasUserMetadata(),
-			AllocatorSetting: v.hasAllocatorSettings(),
+			AllocatorSetting: v.HasAllocatorSettings(),
 			Annotations:      v.hasAnnotations(),
-			TracePoolID:      v.tracesPoolID(),
+			TracePoolID:      v.TracesPoolID(),
 		},
 	}
 	if v.hasCompileContext() {
@@ -136,7 +136,7 @@ func (a *Allocator) Snapshot() *snapshot.Snapshot {
 	if s.Stacks == nil {
 		s.Stacks = snapshot.NewStacks()
 	}
-	if v.hasAllocatorSettings() {
+	if v.HasAllocatorSettings() {
 		settings := a.cfg.Settings()
 		s.Settings = &settings
 	}
@@ -149,7 +149,7 @@ func (a *Allocator) Snapshot() *snapshot.Snapshot {
 }
 
 // numSegments is len(a.Segments()) without building them.
-func (a *Allocator) numSegments() int {
+func (a *Allocator) NumSegments() int {
 	n := 0
 	for _, r := range a.regions {
 		inRange := false

@@ -109,10 +109,10 @@ type KeyValue struct {
 	Value int64
 }
 
-// memoryStats flattens s the way torch.cuda.memory_stats() does: nested
+// MemoryStats flattens s the way torch.cuda.memory_stats() does: nested
 // names joined with ".", sorted by plain string comparison. The 2.3 counters
 // exist only from 2.3 on, so earlier versions have 119 keys instead of 122.
-func (s *Stats) memoryStats(v Version) []KeyValue {
+func (s *Stats) MemoryStats(v Version) []KeyValue {
 	out := make([]KeyValue, 0, 122)
 	stat := func(prefix string, st *Stat) {
 		out = append(out,
@@ -141,7 +141,7 @@ func (s *Stats) memoryStats(v Version) []KeyValue {
 		KeyValue{"num_alloc_retries", s.NumAllocRetries},
 		KeyValue{"num_ooms", s.NumOOMs},
 		KeyValue{"max_split_size", s.MaxSplitSize})
-	if v.hasDeviceCounters() {
+	if v.HasDeviceCounters() {
 		out = append(out,
 			KeyValue{"num_sync_all_streams", s.NumSyncAllStreams},
 			KeyValue{"num_device_alloc", s.NumDeviceAlloc},

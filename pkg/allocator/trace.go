@@ -171,7 +171,7 @@ func (a *Allocator) record(act snapshot.Action, addr uint64, size, stream int64,
 	if a.v.hasCompileContext() {
 		c.CompileContext = CompileContextNA
 	}
-	if pool != nil && a.v.tracesPoolID() {
+	if pool != nil && a.v.TracesPoolID() {
 		// record_trace's mempool_id: the block's pool's owner_MempoolId.
 		c.Pool = pool.id
 	}
@@ -199,25 +199,3 @@ func (a *Allocator) Trace() []snapshot.TraceEntry { return a.hist.ring.entries()
 
 // TraceContexts is the table the Context fields of Trace's entries index.
 func (a *Allocator) TraceContexts() *snapshot.Contexts { return &a.hist.contexts }
-
-// streamTable maps a Contexts table's IDs to their streams, for the
-// replay's many stream lookups.
-type streamTable []int64
-
-func streamsOf(t *snapshot.Contexts) streamTable {
-	if t == nil {
-		return streamTable{0}
-	}
-	st := make(streamTable, t.Len())
-	for i := range st {
-		st[i] = t.Get(snapshot.ContextID(i)).Stream
-	}
-	return st
-}
-
-func (st streamTable) of(e *snapshot.TraceEntry) int64 {
-	if int(e.Context) < len(st) {
-		return st[e.Context]
-	}
-	return 0
-}

@@ -83,12 +83,12 @@ func (v Version) String() string {
 // roundup_power2_divisions entry was 1 (fixed by PR #126830 in 2.4).
 func (v Version) roundsUnitDivisionsRaw() bool { return v < V2_4 }
 
-// hasDeviceCounters: num_sync_all_streams, num_device_alloc and
+// HasDeviceCounters: num_sync_all_streams, num_device_alloc and
 // num_device_free appeared in 2.3 (PR #120050).
-func (v Version) hasDeviceCounters() bool { return v >= V2_3 }
+func (v Version) HasDeviceCounters() bool { return v >= V2_3 }
 
-// hasExpandableSegments: the expandable_segments option exists from 2.1.
-func (v Version) hasExpandableSegments() bool { return v >= V2_1 }
+// HasExpandableSegments: the expandable_segments option exists from 2.1.
+func (v Version) HasExpandableSegments() bool { return v >= V2_1 }
 
 // skipsExpandableInRelease: from 2.5 (PR #134338) garbage collection and
 // release_available_cached_blocks leave expandable blocks alone; before,
@@ -117,8 +117,8 @@ func (v Version) hasCompileContext() bool { return v >= V2_8 }
 // hasUserMetadata: trace entries carry user_metadata from 2.10 (PR #165490).
 func (v Version) hasUserMetadata() bool { return v >= V2_10 }
 
-// hasAllocatorSettings: snapshots carry allocator_settings from 2.3.
-func (v Version) hasAllocatorSettings() bool { return v >= V2_3 }
+// HasAllocatorSettings: snapshots carry allocator_settings from 2.3.
+func (v Version) HasAllocatorSettings() bool { return v >= V2_3 }
 
 // hasAnnotations: snapshots carry external_annotations from 2.5.
 func (v Version) hasAnnotations() bool { return v >= V2_5 }
@@ -133,18 +133,18 @@ func (v Version) hasClearHistory() bool { return v >= V2_6 }
 // hasSkipActions: _record_memory_history(skip_actions=...) (≈2.9).
 func (v Version) hasSkipActions() bool { return v >= V2_9 }
 
-// hasMemPool: torch.cuda.MemPool and use_mem_pool exist from 2.5 (PR
+// HasMemPool: torch.cuda.MemPool and use_mem_pool exist from 2.5 (PR
 // #131152); before, private pools come from CUDA-graph capture only.
-func (v Version) hasMemPool() bool { return v >= V2_5 }
+func (v Version) HasMemPool() bool { return v >= V2_5 }
 
 // privatePoolsExpandable: from 2.4 alloc_block maps expandable segments
 // for private pools too (2.1-2.3 excluded them with !owner_PrivatePool).
 func (v Version) privatePoolsExpandable() bool { return v >= V2_4 }
 
-// capturesGuardEmptyCache: 2.9's release_cached_blocks leaves the default
+// CapturesGuardEmptyCache: 2.9's release_cached_blocks leaves the default
 // pools alone while a capture is underway (only freeable private pools
 // are released); earlier releases synchronize and release them anyway.
-func (v Version) capturesGuardEmptyCache() bool { return v >= V2_9 }
+func (v Version) CapturesGuardEmptyCache() bool { return v >= V2_9 }
 
-// tracesPoolID: trace entries carry pool_id from 2.9.
-func (v Version) tracesPoolID() bool { return v >= V2_9 }
+// TracesPoolID: trace entries carry pool_id from 2.9.
+func (v Version) TracesPoolID() bool { return v >= V2_9 }

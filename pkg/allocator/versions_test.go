@@ -5,7 +5,6 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/memstat/memstat/internal/realdata"
 	"github.com/memstat/memstat/pkg/snapshot"
 )
 
@@ -36,34 +35,8 @@ func TestGCAverageAgeIsFloatingPoint(t *testing.T) {
 			"segment_free(+0,104857600) segment_alloc(+314572800,262144000) alloc(+314572800,262144000)"; got != want {
 			t.Errorf("%s: trace after GC:\n got %s\nwant %s", v, got, want)
 		}
-		if st := s.Stats(); st.NumDeviceFree != 1 && v.hasDeviceCounters() {
+		if st := s.Stats(); st.NumDeviceFree != 1 && v.HasDeviceCounters() {
 			t.Errorf("%s: num_device_free %d, want 1", v, st.NumDeviceFree)
-		}
-	}
-}
-
-// TestGuessVersionRangeOfRealSnapshots: each published snapshot is read
-// back as the narrowest range of releases its keys allow (GuessVersionRange;
-// the MANIFEST of shared/testdata/real dates the files independently).
-func TestGuessVersionRangeOfRealSnapshots(t *testing.T) {
-	for _, tc := range []struct{ file, want string }{
-		{"Yiyi-philosophy", "2.0"},                                    // blocks with history
-		{"Maphsge4__select_n__snapshot.pickle_at_1f2f548", "2.1"},     // entries without time_us
-		{"Maphsge4__select_n__snapshot.pickle_at_dec166a", "2.1-2.2"}, // no entries
-		{"JasperSolt", "2.2"},
-		{"Da1sypetals", "2.3-2.4"},
-		{"HugePandaCoder", "2.5-2.7"},
-		{"kkaitlyn111", "2.5-2.8"}, // no entries: compile_context cannot show
-		{"ZidongLiu", "2.9"},
-		{"MAGMA27", "2.10"},
-		{"drisspg", "2.10"}, // re-serialized without external_annotations: the newest key wins
-	} {
-		s, err := snapshot.Load(realdata.File(t, tc.file))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := GuessVersionRange(s).String(); got != tc.want {
-			t.Errorf("%s: %s, want %s", tc.file, got, tc.want)
 		}
 	}
 }

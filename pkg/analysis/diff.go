@@ -5,7 +5,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/memstat/memstat/pkg/allocator"
+	"github.com/memstat/memstat/pkg/replay"
 	"github.com/memstat/memstat/pkg/snapshot"
 )
 
@@ -23,8 +23,8 @@ type Figure struct {
 	// BoundBefore/BoundAfter are set where a side does not determine the
 	// figure (Before/After are then the bound's lower end, and Delta is
 	// 0: no change can be claimed).
-	BoundBefore *allocator.Bound `json:"bound_before,omitempty"`
-	BoundAfter  *allocator.Bound `json:"bound_after,omitempty"`
+	BoundBefore *replay.Bound `json:"bound_before,omitempty"`
+	BoundAfter  *replay.Bound `json:"bound_after,omitempty"`
 }
 
 // Bounded reports whether either side is a bound.
@@ -98,8 +98,8 @@ type DeviceDiff struct {
 	Bounds DiffBounds `json:"bounds"`
 	// UnusedBefore/After split the reserved memory at the peak of
 	// allocated memory (their Fragmentation is the stranded share).
-	UnusedBefore allocator.Unused `json:"at_peak_allocated_before"`
-	UnusedAfter  allocator.Unused `json:"at_peak_allocated_after"`
+	UnusedBefore replay.Unused `json:"at_peak_allocated_before"`
+	UnusedAfter  replay.Unused `json:"at_peak_allocated_after"`
 	// Stacks compares the memory live at the peak of allocated memory by
 	// allocation stack (matched by frame content, never by address),
 	// largest change first; unchanged stacks are left out.
@@ -120,8 +120,8 @@ type DeviceDiff struct {
 
 // DiffBounds are the bounded figures of the two sides of a diff.
 type DiffBounds struct {
-	Before map[string]allocator.Bound `json:"before"`
-	After  map[string]allocator.Bound `json:"after"`
+	Before map[string]replay.Bound `json:"before"`
+	After  map[string]replay.Bound `json:"after"`
 }
 
 // Same reports whether nothing differs.
@@ -156,8 +156,8 @@ func DiffDevices(device int, before, after *DiffSide) *DeviceDiff {
 		return s.Replayed.Result.MemoryStatsMap()
 	}
 	mb, ma := stats(before), stats(after)
-	bounds := func(s *DiffSide) map[string]allocator.Bound {
-		out := map[string]allocator.Bound{}
+	bounds := func(s *DiffSide) map[string]replay.Bound {
+		out := map[string]replay.Bound{}
 		if s != nil {
 			maps.Copy(out, s.Replayed.Result.Bounds)
 		}
@@ -192,7 +192,7 @@ func DiffDevices(device int, before, after *DiffSide) *DeviceDiff {
 				keys = append(keys, kv.Key)
 			}
 		}
-		for _, k := range allocator.BoundKeys(s.Replayed.Result.Bounds) {
+		for _, k := range replay.BoundKeys(s.Replayed.Result.Bounds) {
 			if !seen[k] {
 				seen[k] = true
 				keys = append(keys, k)

@@ -2,6 +2,7 @@ package analysis
 
 import (
 	"github.com/memstat/memstat/pkg/allocator"
+	"github.com/memstat/memstat/pkg/replay"
 	"github.com/memstat/memstat/pkg/snapshot"
 	"strings"
 )
@@ -230,7 +231,7 @@ func ExplainOOMsTop(rp *Replayed, fr *Frames, top int) (*OOMReport, error) {
 	}
 	if len(idx) == 0 {
 		var st *State
-		if rp.Result.History.Coverage == allocator.CoverageNone {
+		if rp.Result.History.Coverage == replay.CoverageNone {
 			st = rp.FinalState()
 			st.Index = -1
 		} else {
@@ -253,7 +254,7 @@ func ExplainOOMsTop(rp *Replayed, fr *Frames, top int) (*OOMReport, error) {
 	first, _, _ := strings.Cut(rp.Result.Version, "-")
 	v, verr := allocator.ParseVersion(first)
 	if verr != nil {
-		v = allocator.GuessVersion(rp.Snap)
+		v = replay.GuessVersion(rp.Snap)
 	}
 	for k, i := range idx {
 		rep.OOMs = append(rep.OOMs, rp.explainOOM(rp.Trace()[i], states[k], fr, v, top))

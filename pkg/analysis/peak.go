@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/memstat/memstat/pkg/allocator"
+	"github.com/memstat/memstat/pkg/replay"
 	"github.com/memstat/memstat/pkg/snapshot"
 )
 
@@ -69,7 +69,7 @@ func FindPeak(rp *Replayed) (*Peak, error) {
 		Reserved:  rp.MomentAt(res.PeakReserved.Index),
 	}
 	var st *State
-	if res.History.Coverage == allocator.CoverageNone {
+	if res.History.Coverage == replay.CoverageNone {
 		st = rp.FinalState()
 		st.Index = -1
 	} else {

@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/memstat/memstat/pkg/allocator"
+	"github.com/memstat/memstat/pkg/replay"
 	"github.com/memstat/memstat/pkg/snapshot"
 )
 
@@ -16,7 +17,7 @@ import (
 type Replayed struct {
 	Snap   *snapshot.Snapshot
 	Device int
-	Result *allocator.ReplayResult
+	Result *replay.Result
 	// Config is the allocator configuration the replay simulated (the
 	// recorded settings).
 	Config allocator.Config
@@ -48,7 +49,7 @@ func Replay(s *snapshot.Snapshot, device int) (*Replayed, error) {
 // for callers that build more from it (the view's allocation intervals):
 // start, if set, sees the allocator once its state before the first entry
 // is rebuilt; each, if set, is called after every trace entry as
-// allocator.ReplayOptions.OnEvent is.
+// replay.Options.OnEvent is.
 func ReplayObserved(s *snapshot.Snapshot, device int, start func(a *allocator.Allocator), each func(i int, e snapshot.TraceEntry, a *allocator.Allocator)) (*Replayed, error) {
 	trace := s.Trace(device)
 	rp := &Replayed{
@@ -59,7 +60,7 @@ func ReplayObserved(s *snapshot.Snapshot, device int, start func(a *allocator.Al
 		finalActive: make(map[uint64]snapshot.Block),
 		firstFree:   make(map[uint64]snapshot.StackID),
 	}
-	r, err := allocator.NewReplay(s, allocator.ReplayOptions{Device: device, OnEvent: func(i int, e snapshot.TraceEntry, a *allocator.Allocator) {
+	r, err := replay.New(s, replay.Options{Device: device, OnEvent: func(i int, e snapshot.TraceEntry, a *allocator.Allocator) {
 		st := a.Stats()
 		rp.Allocated[i] = st.AllocatedBytes[allocator.PoolAll].Current
 		rp.Reserved[i] = st.ReservedBytes[allocator.PoolAll].Current
@@ -215,7 +216,7 @@ func (rp *Replayed) States(indices ...int) ([]*State, error) {
 // trace one entry at a time costs one entry each.
 type StateCursor struct {
 	rp       *Replayed
-	r        *allocator.Replay
+	r        *replay.Replay
 	allocIdx map[uint64]int
 }
 
@@ -235,7 +236,7 @@ func (c *StateCursor) At(i int) (*State, error) {
 	rp := c.rp
 	if c.r == nil || i < c.Pos() {
 		c.allocIdx = map[uint64]int{}
-		r, err := allocator.NewReplay(rp.Snap, allocator.ReplayOptions{Device: rp.Device, OnEvent: func(i int, e snapshot.TraceEntry, a *allocator.Allocator) {
+		r, err := replay.New(rp.Snap, replay.Options{Device: rp.Device, OnEvent: func(i int, e snapshot.TraceEntry, a *allocator.Allocator) {
 			if e.Action == snapshot.ActionAlloc {
 				c.allocIdx[e.Addr] = i
 			}

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/memstat/memstat/pkg/allocator"
+	"github.com/memstat/memstat/pkg/replay"
 	"github.com/memstat/memstat/pkg/snapshot"
 )
 
@@ -263,12 +264,12 @@ type TraceSummary struct {
 	// allocated memory peaked (the whole trace, not just the selection).
 	Final, PeakAllocated, PeakReserved Moment
 	// Result is the replay's result (version, warnings, figures).
-	Result *allocator.ReplayResult
+	Result *replay.Result
 }
 
 // TraceWalk is one device's trace being listed: BeginTrace, then Run.
 type TraceWalk struct {
-	r     *allocator.Replay
+	r     *replay.Replay
 	snap  *snapshot.Snapshot
 	dev   int
 	first int64
@@ -285,7 +286,7 @@ func BeginTrace(s *snapshot.Snapshot, device int) (*TraceWalk, error) {
 		w.first = t[0].TimeUS
 	}
 	var err error
-	w.r, err = allocator.NewReplay(s, allocator.ReplayOptions{Device: device, OnEvent: func(i int, e snapshot.TraceEntry, a *allocator.Allocator) {
+	w.r, err = replay.New(s, replay.Options{Device: device, OnEvent: func(i int, e snapshot.TraceEntry, a *allocator.Allocator) {
 		if w.onEvent != nil {
 			w.onEvent(i, &e, a)
 		}

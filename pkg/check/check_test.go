@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/memstat/memstat/pkg/allocator"
+	"github.com/memstat/memstat/pkg/replay"
 )
 
 func TestParseRuleUnits(t *testing.T) {
@@ -401,14 +401,14 @@ func TestBoundedFigure(t *testing.T) {
 	rules := []Rule{rule}
 	five, nine := int64(5), int64(9)
 	for _, tc := range []struct {
-		bound allocator.Bound
+		bound replay.Bound
 		pass  bool
 		says  string
 	}{
-		{allocator.Bound{Min: 3, Max: &five}, true, "is 3-5 (a bound"},
-		{allocator.Bound{Min: 3, Max: &nine}, false, "not provably within"},
-		{allocator.Bound{Min: 3}, false, "is >= 3 (a bound"},
-		{allocator.Bound{Min: 6}, false, "above the limit"},
+		{replay.Bound{Min: 3, Max: &five}, true, "is 3-5 (a bound"},
+		{replay.Bound{Min: 3, Max: &nine}, false, "not provably within"},
+		{replay.Bound{Min: 3}, false, "is >= 3 (a bound"},
+		{replay.Bound{Min: 6}, false, "above the limit"},
 	} {
 		f := NewFigures("2.9", map[string]float64{})
 		f.SetBound("num_alloc_retries", tc.bound)

@@ -3,7 +3,7 @@ package check
 import (
 	"fmt"
 
-	"github.com/memstat/memstat/pkg/allocator"
+	"github.com/memstat/memstat/pkg/replay"
 	"github.com/memstat/memstat/pkg/report"
 )
 
@@ -19,7 +19,7 @@ type Outcome struct {
 	// every value inside it does (Actual is then its lower end).
 	// BaselineBound likewise for the baseline's figure (Baseline is its
 	// lower end, which gives the strictest limit).
-	Bound, BaselineBound *allocator.Bound
+	Bound, BaselineBound *replay.Bound
 }
 
 // Device is one device of one checked file and the outcome of every rule
@@ -34,7 +34,7 @@ type Device struct {
 	BaselineDevice int
 	Outcomes       []Outcome
 	// Bounds are the device's figures the snapshot does not determine.
-	Bounds map[string]allocator.Bound
+	Bounds map[string]replay.Bound
 }
 
 // Failed counts the rules that failed.

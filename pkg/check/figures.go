@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/memstat/memstat/pkg/allocator"
+	"github.com/memstat/memstat/pkg/replay"
 )
 
 // Unit is what a figure counts; it decides how limits are written and
@@ -41,39 +42,39 @@ type Named struct {
 	Name string
 	Unit Unit
 	Doc  string
-	of   func(*allocator.ReplayResult) float64
+	of   func(*replay.Result) float64
 }
 
 // NamedFigures are the figures people gate on most, by their short names.
 var NamedFigures = []Named{
 	{"peak_allocated", Bytes, "highest memory held by tensors (allocated_bytes.all.peak over the trace)",
-		func(r *allocator.ReplayResult) float64 { return float64(r.PeakAllocated.Bytes) }},
+		func(r *replay.Result) float64 { return float64(r.PeakAllocated.Bytes) }},
 	{"peak_reserved", Bytes, "highest memory the caching allocator held from the GPU (reserved_bytes.all.peak)",
-		func(r *allocator.ReplayResult) float64 { return float64(r.PeakReserved.Bytes) }},
+		func(r *replay.Result) float64 { return float64(r.PeakReserved.Bytes) }},
 	{"current_allocated", Bytes, "memory held by tensors when the snapshot was taken",
-		func(r *allocator.ReplayResult) float64 { return float64(r.Stat("allocated_bytes.all.current")) }},
+		func(r *replay.Result) float64 { return float64(r.Stat("allocated_bytes.all.current")) }},
 	{"current_reserved", Bytes, "memory reserved from the GPU when the snapshot was taken",
-		func(r *allocator.ReplayResult) float64 { return float64(r.Stat("reserved_bytes.all.current")) }},
+		func(r *replay.Result) float64 { return float64(r.Stat("reserved_bytes.all.current")) }},
 	{"fragmentation", Fraction, "share of reserved memory stranded at the peak of allocated memory: free inside segments that hold live blocks",
-		func(r *allocator.ReplayResult) float64 { return r.AtPeak.Fragmentation }},
+		func(r *replay.Result) float64 { return r.AtPeak.Fragmentation }},
 	{"unused_at_peak", Fraction, "share of reserved memory no tensor used at the peak of allocated memory (stranded + cached)",
-		func(r *allocator.ReplayResult) float64 { return r.AtPeak.UnusedShare }},
+		func(r *replay.Result) float64 { return r.AtPeak.UnusedShare }},
 	{"stranded_bytes_at_peak", Bytes, "the stranded memory of fragmentation, in bytes",
-		func(r *allocator.ReplayResult) float64 { return float64(r.AtPeak.Stranded) }},
+		func(r *replay.Result) float64 { return float64(r.AtPeak.Stranded) }},
 	{"cached_bytes_at_peak", Bytes, "memory in segments without a live block at the peak of allocated memory (empty_cache() returns it)",
-		func(r *allocator.ReplayResult) float64 { return float64(r.AtPeak.Cached) }},
+		func(r *replay.Result) float64 { return float64(r.AtPeak.Cached) }},
 	{"unused_bytes_at_peak", Bytes, "reserved minus allocated memory at the peak of allocated memory",
-		func(r *allocator.ReplayResult) float64 { return float64(r.AtPeak.Unused) }},
+		func(r *replay.Result) float64 { return float64(r.AtPeak.Unused) }},
 	{"ooms", Count, "out-of-memory errors in the trace",
-		func(r *allocator.ReplayResult) float64 { return float64(r.OOMs.Recorded) }},
+		func(r *replay.Result) float64 { return float64(r.OOMs.Recorded) }},
 	{"segments", Count, "segments created during the trace (cudaMalloc and expandable-segment map calls)",
-		func(r *allocator.ReplayResult) float64 { return float64(r.SegmentsCreated) }},
+		func(r *replay.Result) float64 { return float64(r.SegmentsCreated) }},
 	{"private_pool_reserved", Bytes, "highest memory reserved in private pools (CUDA graphs, torch.cuda.MemPool) over the trace, all pools together; an upper bound where the trace does not say which pool some segments were in",
-		func(r *allocator.ReplayResult) float64 {
+		func(r *replay.Result) float64 {
 			return float64(r.Pools.Reserved.Peak + r.Pools.AmbiguousBytes)
 		}},
 	{"alloc_retries", Count, "cudaMalloc calls that failed and were retried after freeing the cache (num_alloc_retries)",
-		func(r *allocator.ReplayResult) float64 { return float64(r.Stat("num_alloc_retries")) }},
+		func(r *replay.Result) float64 { return float64(r.Stat("num_alloc_retries")) }},
 }
 
 // statKeys is every memory_stats key of the newest PyTorch modelled, sorted.
@@ -141,7 +142,7 @@ type Figures struct {
 	stats   map[string]int64
 	// bounds are the figures the snapshot does not determine, by
 	// memory_stats key; a named figure reads its key's bound.
-	bounds map[string]allocator.Bound
+	bounds map[string]replay.Bound
 }
 
 // boundKeyOf maps a named figure to the memory_stats key whose bound it
@@ -150,7 +151,7 @@ var boundKeyOf = map[string]string{"alloc_retries": "num_alloc_retries"}
 
 // FiguresOf collects the figures of a replay (a follow replay: the
 // recorded run's own statistics).
-func FiguresOf(r *allocator.ReplayResult) *Figures {
+func FiguresOf(r *replay.Result) *Figures {
 	f := &Figures{Version: r.Version, named: map[string]float64{}, stats: r.MemoryStatsMap(), bounds: r.Bounds}
 	for _, n := range NamedFigures {
 		f.named[n.Name] = n.of(r)
@@ -184,7 +185,7 @@ func (f *Figures) namedUnit(key string) (Unit, bool) {
 
 // Bound returns the bound of a figure the snapshot does not determine;
 // false when the figure is exact (or absent).
-func (f *Figures) Bound(key string) (allocator.Bound, bool) {
+func (f *Figures) Bound(key string) (replay.Bound, bool) {
 	if k, ok := boundKeyOf[key]; ok {
 		key = k
 	}
@@ -194,9 +195,9 @@ func (f *Figures) Bound(key string) (allocator.Bound, bool) {
 
 // SetBound makes a figure a bound (tests, and callers with figures from
 // elsewhere).
-func (f *Figures) SetBound(key string, b allocator.Bound) {
+func (f *Figures) SetBound(key string, b replay.Bound) {
 	if f.bounds == nil {
-		f.bounds = map[string]allocator.Bound{}
+		f.bounds = map[string]replay.Bound{}
 	}
 	f.bounds[key] = b
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/memstat/memstat/pkg/allocator"
 	"github.com/memstat/memstat/pkg/analysis"
+	"github.com/memstat/memstat/pkg/replay"
 	"github.com/memstat/memstat/pkg/snapshot"
 )
 
@@ -114,7 +115,7 @@ func writeEvents(w io.Writer, s *snapshot.Snapshot, o Options) (int, error) {
 		if !wantDevice(o, d) || len(s.Trace(d)) == 0 {
 			continue
 		}
-		r, err := allocator.NewReplay(s, allocator.ReplayOptions{Device: d, OnEvent: func(i int, e snapshot.TraceEntry, a *allocator.Allocator) {
+		r, err := replay.New(s, replay.Options{Device: d, OnEvent: func(i int, e snapshot.TraceEntry, a *allocator.Allocator) {
 			seg, off, addr, free := Null, Null, U(e.Addr), Null
 			switch e.Action {
 			case snapshot.ActionOOM:

@@ -13,6 +13,7 @@ import (
 	"strconv"
 
 	"github.com/memstat/memstat/pkg/allocator"
+	"github.com/memstat/memstat/pkg/replay"
 	"github.com/memstat/memstat/pkg/snapshot"
 )
 
@@ -80,11 +81,11 @@ type State struct {
 // At replays the device's trace to a moment.
 func At(s *snapshot.Snapshot, device int, m Moment) (*State, error) {
 	trace := s.Trace(device)
-	opts := allocator.ReplayOptions{Device: device}
+	opts := replay.Options{Device: device}
 	st := &State{Device: device, Moment: m, Stacks: s.Stacks}
 	switch m.Kind {
 	case Peak:
-		r, err := allocator.NewReplay(s, opts)
+		r, err := replay.New(s, opts)
 		if err != nil {
 			return nil, err
 		}
@@ -101,7 +102,7 @@ func At(s *snapshot.Snapshot, device int, m Moment) (*State, error) {
 		}
 		st.Index = m.Index
 	}
-	r, err := allocator.NewReplay(s, opts)
+	r, err := replay.New(s, opts)
 	if err != nil {
 		return nil, err
 	}

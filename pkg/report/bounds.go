@@ -3,12 +3,12 @@ package report
 import (
 	"fmt"
 
-	"github.com/memstat/memstat/pkg/allocator"
+	"github.com/memstat/memstat/pkg/replay"
 )
 
 // CounterCell is a memory_stats counter as a cell: its value when the
 // replay determines it, its bound (">= 3", "3-5") when it does not.
-func CounterCell(res *allocator.ReplayResult, key string) Cell {
+func CounterCell(res *replay.Result, key string) Cell {
 	if b, ok := res.Bounds[key]; ok {
 		return BoundCell(b)
 	}
@@ -17,15 +17,15 @@ func CounterCell(res *allocator.ReplayResult, key string) Cell {
 
 // BoundCell renders a bound; its raw value (CSV, JSON tables) is the
 // same text.
-func BoundCell(b allocator.Bound) Cell {
+func BoundCell(b replay.Bound) Cell {
 	return Str(b.String())
 }
 
 // BoundNotes are the notes under a replay's figures: one line per
 // bounded figure, saying why it is a bound.
-func BoundNotes(res *allocator.ReplayResult) []string {
+func BoundNotes(res *replay.Result) []string {
 	var out []string
-	for _, k := range allocator.BoundKeys(res.Bounds) {
+	for _, k := range replay.BoundKeys(res.Bounds) {
 		b := res.Bounds[k]
 		out = append(out, fmt.Sprintf("%s is a bound (%s), not an exact figure: %s.", k, b, b.Reason))
 	}

@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/memstat/memstat/pkg/allocator"
 	"github.com/memstat/memstat/pkg/analysis"
+	"github.com/memstat/memstat/pkg/replay"
 )
 
 // figureLabels name the key figures of a diff.
@@ -49,7 +49,7 @@ var figureLabels = map[string]string{
 // name of its own).
 func FigureLabel(key string) string { return figureLabels[key] }
 
-func figureCell(f analysis.Figure, present bool, v int64, b *allocator.Bound) Cell {
+func figureCell(f analysis.Figure, present bool, v int64, b *replay.Bound) Cell {
 	if !present {
 		return Cell{Text: "-"}
 	}

@@ -5,7 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/memstat/memstat/pkg/allocator"
+	"github.com/memstat/memstat/pkg/replay"
 )
 
 // Headline is the one line `memstat stats` and `memstat record` print per
@@ -22,8 +22,8 @@ type Headline struct {
 	// blocks (AtPeak.Fragmentation).
 	Fragmentation float64 `json:"fragmentation"`
 	// AtPeak splits the reserved memory at the peak of allocated memory
-	// (see allocator.Unused).
-	AtPeak allocator.Unused `json:"at_peak_allocated"`
+	// (see replay.Unused).
+	AtPeak replay.Unused `json:"at_peak_allocated"`
 	// Partial is true when the trace does not start from an empty
 	// allocator, so peaks are over the recorded window only (or there is
 	// no trace, NoTrace).
@@ -56,7 +56,7 @@ func (h Headline) String() string {
 // tensor used: "at the allocated peak 1.2 GiB of 9.0 GiB reserved was
 // unused (13.3%): fragmentation 2.0% (180.0 MiB stranded in segments with
 // live blocks), 11.3% cached (1.0 GiB in free segments)".
-func UnusedText(u allocator.Unused) string {
+func UnusedText(u replay.Unused) string {
 	return fmt.Sprintf("at the allocated peak %s of %s reserved was unused (%s): fragmentation %s (%s stranded in segments with live blocks), %s cached (%s in free segments)",
 		Size(u.Unused), Size(u.Reserved), Percent(u.UnusedShare), Percent(u.Fragmentation), Size(u.Stranded), Percent(u.CachedShare), Size(u.Cached))
 }

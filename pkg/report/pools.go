@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/memstat/memstat/pkg/allocator"
+	"github.com/memstat/memstat/pkg/replay"
 )
 
 // PoolID renders a pool id as PyTorch prints a MempoolId_t: "(0, 1)".
@@ -26,7 +27,7 @@ func poolKind(u allocator.PoolUsage) string {
 // PoolTable lists the pools of a replay's final state: the default pools,
 // then each private pool (segments, reserved, allocated, largest free
 // block). Nil when the replay saw no private pool.
-func PoolTable(res *allocator.ReplayResult) *Table {
+func PoolTable(res *replay.Result) *Table {
 	if !res.Pools.Any() {
 		return nil
 	}
@@ -47,7 +48,7 @@ func PoolTable(res *allocator.ReplayResult) *Table {
 // PoolLine says in one sentence what the private pools held: now, at
 // their peak, and what the peak is worth where the trace leaves some
 // segments' pool open. Empty without private pools.
-func PoolLine(res *allocator.ReplayResult) string {
+func PoolLine(res *replay.Result) string {
 	p := &res.Pools
 	if !p.Any() {
 		return ""
@@ -90,7 +91,7 @@ type PoolJSONItem struct {
 }
 
 // PoolsJSON is the per-pool JSON of a replay; nil without private pools.
-func PoolsJSON(res *allocator.ReplayResult) *PoolJSON {
+func PoolsJSON(res *replay.Result) *PoolJSON {
 	p := &res.Pools
 	if !p.Any() {
 		return nil

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/memstat/memstat/pkg/allocator"
+	"github.com/memstat/memstat/pkg/replay"
 )
 
 // The lines that say, in words, what a replay of a snapshot's trace found:
@@ -14,7 +14,7 @@ import (
 // `replay`, `advise` and the HTML report print them the same way.
 
 // HeadlineOf is the headline of a replay.
-func HeadlineOf(res *allocator.ReplayResult) Headline {
+func HeadlineOf(res *replay.Result) Headline {
 	return Headline{
 		PeakAllocated:      res.PeakAllocated.Bytes,
 		PeakReserved:       res.PeakReserved.Bytes,
@@ -22,23 +22,23 @@ func HeadlineOf(res *allocator.ReplayResult) Headline {
 		Fragmentation:      res.AtPeak.Fragmentation,
 		AtPeak:             res.AtPeak,
 		Partial:            res.Partial(),
-		NoTrace:            res.History.Coverage == allocator.CoverageNone,
+		NoTrace:            res.History.Coverage == replay.CoverageNone,
 	}
 }
 
 // HeadlineText is the headline of a replay in words; without a trace the
 // peaks are bounds (at least the final state's).
-func HeadlineText(res *allocator.ReplayResult) string {
+func HeadlineText(res *replay.Result) string {
 	return HeadlineOf(res).String()
 }
 
 // HistoryLine says what a replay's figures cover.
-func HistoryLine(res *allocator.ReplayResult) string {
+func HistoryLine(res *replay.Result) string {
 	h := res.History
 	switch h.Coverage {
-	case allocator.CoverageNone:
+	case replay.CoverageNone:
 		return "history: none: the snapshot has no trace for this device, so the figures are its final state; peaks equal the current values and the allocated/freed/num_* counters are unknown (0)"
-	case allocator.CoveragePartial:
+	case replay.CoveragePartial:
 		return fmt.Sprintf("history: partial: %s%s, starting mid-run; %d segments (%s) and %d live blocks existed before the first entry, so peaks are over the recorded window only and the allocated/freed/num_* counters count only the window",
 			traceEntries(h.Entries), timeRange(h), h.PreexistingSegments, Size(h.PreexistingBytes), h.PreexistingBlocks)
 	}
@@ -49,7 +49,7 @@ func traceEntries(n int) string {
 	return Plural(n, "trace entry", "trace entries")
 }
 
-func timeRange(h allocator.History) string {
+func timeRange(h replay.History) string {
 	if h.FirstTimeUS == 0 {
 		return ""
 	}
@@ -61,12 +61,12 @@ func timeRange(h allocator.History) string {
 
 // AgreementLine says whether a replay's final state equals the
 // snapshot's, and how faithfully the trace was reproduced.
-func AgreementLine(res *allocator.ReplayResult) string {
+func AgreementLine(res *replay.Result) string {
 	ag, f := res.Agreement, res.Fidelity
 	if ag == nil {
 		return "replay: what-if, no comparison with the snapshot"
 	}
-	if res.History.Coverage == allocator.CoverageNone {
+	if res.History.Coverage == replay.CoverageNone {
 		return fmt.Sprintf("replay: nothing to replay; the state is the snapshot's (%d segments, %d blocks)", ag.Segments.Snapshot, ag.Blocks.Snapshot)
 	}
 	var b strings.Builder
@@ -97,7 +97,7 @@ func AgreementLine(res *allocator.ReplayResult) string {
 
 // FidelityLine sums up how many recorded decisions the simulator made
 // itself in a replay that follows the recording.
-func FidelityLine(rec *allocator.ReplayResult) string {
+func FidelityLine(rec *replay.Result) string {
 	f := rec.Fidelity
 	s := fmt.Sprintf("fidelity with the recorded settings: %d/%d segment events (same size, same order), %d/%d placements (same offset in the same segment), %d forced operations",
 		f.SegmentEvents.Reproduced, f.SegmentEvents.Recorded, f.Placements.Reproduced, f.Placements.Recorded, f.ForcedOperations)

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/memstat/memstat/pkg/allocator"
+	"github.com/memstat/memstat/pkg/replay"
 )
 
 func TestSettingsText(t *testing.T) {
@@ -23,7 +23,7 @@ func TestSettingsText(t *testing.T) {
 }
 
 func TestHeadlineWithoutTrace(t *testing.T) {
-	res := &allocator.ReplayResult{History: allocator.History{Coverage: allocator.CoverageNone}}
+	res := &replay.Result{History: replay.History{Coverage: replay.CoverageNone}}
 	res.PeakReserved.Bytes = 2 << 30
 	// Without a trace there is no window to speak of, only the final
 	// state.
@@ -35,7 +35,7 @@ func TestHeadlineWithoutTrace(t *testing.T) {
 	if !HeadlineOf(res).Partial {
 		t.Error("a replay without a trace is not a complete history")
 	}
-	if got := HistoryLine(&allocator.ReplayResult{History: allocator.History{Coverage: allocator.CoverageComplete, Entries: 1}}); !strings.HasPrefix(got, "history: complete: 1 trace entry from an empty allocator") {
+	if got := HistoryLine(&replay.Result{History: replay.History{Coverage: replay.CoverageComplete, Entries: 1}}); !strings.HasPrefix(got, "history: complete: 1 trace entry from an empty allocator") {
 		t.Errorf("history %q", got)
 	}
 }

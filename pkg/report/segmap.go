@@ -5,8 +5,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/memstat/memstat/pkg/allocator"
 	"github.com/memstat/memstat/pkg/analysis"
+	"github.com/memstat/memstat/pkg/replay"
 	"github.com/memstat/memstat/pkg/snapshot"
 )
 
@@ -144,7 +144,7 @@ func SegmentTable(segs, cut []analysis.SegmentInfo, total analysis.SegmentInfo, 
 // allocated blocks as the headline does at the allocated peak: stranded in
 // segments with live blocks, cached in segments without one.
 func SegmentsUnusedText(t analysis.SegmentInfo) string {
-	u := allocator.NewUnused(t.Size, t.Allocated, t.Cached)
+	u := replay.NewUnused(t.Size, t.Allocated, t.Cached)
 	return fmt.Sprintf("unused (reserved - allocated) %s, %s of their size: stranded %s, %s (free or pending in segments with live blocks: memstat's fragmentation); cached %s, %s (segments with no live block, which empty_cache() returns)",
 		Size(u.Unused), Percent(u.UnusedShare), Size(u.Stranded), Percent(u.Fragmentation), Size(u.Cached), Percent(u.CachedShare))
 }

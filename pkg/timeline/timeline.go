@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/memstat/memstat/pkg/allocator"
+	"github.com/memstat/memstat/pkg/replay"
 	"github.com/memstat/memstat/pkg/snapshot"
 )
 
@@ -217,7 +218,7 @@ func Build(s *snapshot.Snapshot, o Options) (*Timeline, error) {
 	if err != nil {
 		return nil, err
 	}
-	r, err := allocator.NewReplay(s, allocator.ReplayOptions{Device: o.Device, OnEvent: b.Observe})
+	r, err := replay.New(s, replay.Options{Device: o.Device, OnEvent: b.Observe})
 	if err != nil {
 		return nil, err
 	}
@@ -328,7 +329,7 @@ func (b *Builder) xOf(i int, e *snapshot.TraceEntry) float64 {
 	return float64(b.lastUS-b.t.StartUS) / 1e6
 }
 
-// Observe samples the state after entry i (allocator.ReplayOptions.OnEvent).
+// Observe samples the state after entry i (replay.Options.OnEvent).
 func (b *Builder) Observe(i int, e snapshot.TraceEntry, a *allocator.Allocator) {
 	t := b.t
 	x := b.xOf(i, &e)

@@ -6,7 +6,7 @@ import (
 
 	"github.com/memstat/memstat/internal/realdata"
 	"github.com/memstat/memstat/internal/testsnap"
-	"github.com/memstat/memstat/pkg/allocator"
+	"github.com/memstat/memstat/pkg/replay"
 	"github.com/memstat/memstat/pkg/snapshot"
 )
 
@@ -154,7 +154,7 @@ func TestRealDecimation(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			r, err := allocator.NewReplay(s, allocator.ReplayOptions{})
+			r, err := replay.New(s, replay.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -77,7 +77,7 @@ func Build(s *snapshot.Snapshot, device int, fr *analysis.Frames) (*Model, error
 }
 
 // BuildObserved is Build with another observer of the same replay (called
-// after every entry, as allocator.ReplayOptions.OnEvent is), for callers
+// after every entry, as replay.Options.OnEvent is), for callers
 // that sample it too (the report's timeline).
 func BuildObserved(s *snapshot.Snapshot, device int, fr *analysis.Frames, also func(i int, e snapshot.TraceEntry, a *allocator.Allocator)) (*Model, error) {
 	trace := s.Trace(device)

@@ -13,6 +13,7 @@ import (
 	"github.com/memstat/memstat/internal/iostreams"
 	"github.com/memstat/memstat/pkg/advise"
 	"github.com/memstat/memstat/pkg/allocator"
+	"github.com/memstat/memstat/pkg/replay"
 	"github.com/memstat/memstat/pkg/report"
 )
 
@@ -251,7 +252,7 @@ func writeText(w io.Writer, opts *Options, advice []*advise.Advice) error {
 }
 
 func historyText(a *advise.Advice) string {
-	if a.Coverage == allocator.CoveragePartial {
+	if a.Coverage == replay.CoveragePartial {
 		return fmt.Sprintf("%d trace entries starting mid-run (peaks are over the recorded window); every setting, the recorded one included, was replayed from a rebuilt start state whose live blocks were allocated afresh, while the recorded run's figures are the recording's (as memstat stats gives them)", a.Entries)
 	}
 	return fmt.Sprintf("%d trace entries from an empty allocator", a.Entries)
@@ -313,7 +314,7 @@ func ranking(a *advise.Advice, top int) *report.Table {
 			first = report.Cell{Raw: r.FirstOOM, Text: fmt.Sprintf("event %d", r.FirstOOM)}
 		}
 		label := r.Label()
-		if len(r.Changes) == 0 && a.Coverage == allocator.CoveragePartial {
+		if len(r.Changes) == 0 && a.Coverage == replay.CoveragePartial {
 			label += ", replayed from the rebuilt start"
 		}
 		t.Add(report.Int(int64(r.Rank)), report.Str(label), ooms, first,

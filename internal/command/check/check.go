@@ -21,8 +21,8 @@ import (
 	"github.com/memstat/memstat/internal/command"
 	"github.com/memstat/memstat/internal/iostreams"
 	"github.com/memstat/memstat/internal/parallel"
-	"github.com/memstat/memstat/pkg/allocator"
 	"github.com/memstat/memstat/pkg/check"
+	"github.com/memstat/memstat/pkg/replay"
 	"github.com/memstat/memstat/pkg/report"
 	"github.com/memstat/memstat/pkg/snapshot"
 )
@@ -248,7 +248,7 @@ func load(fn string) (*replayed, error) {
 		if len(snap.Trace(d)) == 0 && len(snap.DeviceSegments(d)) == 0 {
 			continue
 		}
-		r, err := allocator.NewReplay(snap, allocator.ReplayOptions{Device: d})
+		r, err := replay.New(snap, replay.Options{Device: d})
 		if err != nil {
 			return nil, fmt.Errorf("%s: device %d: %w", fn, d, err)
 		}
@@ -258,7 +258,7 @@ func load(fn string) (*replayed, error) {
 		}
 		out.devices = append(out.devices, d)
 		out.figures[d] = check.FiguresOf(res)
-		out.partial[d] = res.History.Coverage == allocator.CoveragePartial
+		out.partial[d] = res.History.Coverage == replay.CoveragePartial
 	}
 	if len(out.devices) == 0 {
 		return nil, fmt.Errorf("%s: no device has segments or a trace: nothing to check", fn)
@@ -489,10 +489,10 @@ type jsonOutcome struct {
 	Baseline *float64 `json:"baseline"`
 	// Bound is set when the figure is not exact (actual is its lower
 	// end); the rule passed only if the whole bound is within the limit.
-	Bound   *allocator.Bound `json:"bound,omitempty"`
-	Passed  bool             `json:"passed"`
-	Message string           `json:"message"`
-	Source  string           `json:"source"`
+	Bound   *replay.Bound `json:"bound,omitempty"`
+	Passed  bool          `json:"passed"`
+	Message string        `json:"message"`
+	Source  string        `json:"source"`
 }
 
 type jsonBaseline struct {
@@ -508,7 +508,7 @@ type jsonDevice struct {
 	Passed       bool          `json:"passed"`
 	Results      []jsonOutcome `json:"results"`
 	// Bounds are the figures the snapshot does not determine.
-	Bounds map[string]allocator.Bound `json:"bounds"`
+	Bounds map[string]replay.Bound `json:"bounds"`
 }
 
 func jsonResults(opts *Options, results []checked, total, failed int) any {
@@ -526,7 +526,7 @@ func jsonResults(opts *Options, results []checked, total, failed int) any {
 			}
 			jd := jsonDevice{Device: r.Device.Device, TorchVersion: r.Version, Partial: r.Partial, Passed: r.Failed() == 0, Results: []jsonOutcome{}, Bounds: r.Bounds}
 			if jd.Bounds == nil {
-				jd.Bounds = map[string]allocator.Bound{}
+				jd.Bounds = map[string]replay.Bound{}
 			}
 			if r.BaselineFile != "" {
 				jd.Baseline = &jsonBaseline{r.BaselineFile, r.BaselineDevice}

@@ -16,8 +16,8 @@ import (
 	"github.com/memstat/memstat/internal/command"
 	"github.com/memstat/memstat/internal/iostreams"
 	"github.com/memstat/memstat/internal/parallel"
-	"github.com/memstat/memstat/pkg/allocator"
 	"github.com/memstat/memstat/pkg/analysis"
+	"github.com/memstat/memstat/pkg/replay"
 	"github.com/memstat/memstat/pkg/report"
 	"github.com/memstat/memstat/pkg/snapshot"
 )
@@ -367,9 +367,9 @@ func coverageNote(d *analysis.DeviceDiff) string {
 	}
 	what := func(c string) string {
 		switch c {
-		case allocator.CoverageNone:
+		case replay.CoverageNone:
 			return "has no trace (peaks are its final state; the allocated/freed/num_* counters are unknown, 0)"
-		case allocator.CoveragePartial:
+		case replay.CoveragePartial:
 			return "has a trace that starts mid-run (peaks and counters cover the recorded window only)"
 		}
 		return "has a trace from an empty allocator"
@@ -403,8 +403,8 @@ type jsonDevice struct {
 	MemoryStats         []analysis.Figure       `json:"memory_stats"`
 	FragmentationBefore float64                 `json:"fragmentation_before"`
 	FragmentationAfter  float64                 `json:"fragmentation_after"`
-	UnusedBefore        allocator.Unused        `json:"at_peak_allocated_before"`
-	UnusedAfter         allocator.Unused        `json:"at_peak_allocated_after"`
+	UnusedBefore        replay.Unused           `json:"at_peak_allocated_before"`
+	UnusedAfter         replay.Unused           `json:"at_peak_allocated_after"`
 	PeakBefore          *analysis.Moment        `json:"peak_before"`
 	PeakAfter           *analysis.Moment        `json:"peak_after"`
 	Stacks              []jsonStack             `json:"stacks"`

@@ -10,8 +10,8 @@ import (
 
 	"github.com/memstat/memstat/internal/command"
 	"github.com/memstat/memstat/internal/iostreams"
-	"github.com/memstat/memstat/pkg/allocator"
 	"github.com/memstat/memstat/pkg/analysis"
+	"github.com/memstat/memstat/pkg/replay"
 	"github.com/memstat/memstat/pkg/report"
 )
 
@@ -119,7 +119,7 @@ func writeText(opts *Options, devices []deviceOOM) error {
 			switch {
 			case entries == 0:
 				doc.Line("no out-of-memory error: the snapshot has no trace for this device. Its final state:")
-			case rp.Result.History.Coverage == allocator.CoveragePartial:
+			case rp.Result.History.Coverage == replay.CoveragePartial:
 				doc.Line("no out-of-memory error in the %d recorded trace entries (the trace starts mid-run). The state at the peak of reserved memory, %s:",
 					entries, report.MomentText(rep.AtPeak.Moment, entries))
 			default:

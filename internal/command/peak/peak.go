@@ -10,8 +10,8 @@ import (
 
 	"github.com/memstat/memstat/internal/command"
 	"github.com/memstat/memstat/internal/iostreams"
-	"github.com/memstat/memstat/pkg/allocator"
 	"github.com/memstat/memstat/pkg/analysis"
+	"github.com/memstat/memstat/pkg/replay"
 	"github.com/memstat/memstat/pkg/report"
 )
 
@@ -130,7 +130,7 @@ func writeText(opts *Options, devices []devicePeak) error {
 	for _, d := range devices {
 		p, rp := d.peak, d.rp
 		doc.Section(command.DeviceTitle(opts.File, rp))
-		if p.Coverage == allocator.CoverageNone {
+		if p.Coverage == replay.CoverageNone {
 			// Only the final state is known: the peaks are at least
 			// its figures, and nothing says by how much more.
 			doc.Line("peak allocated: at least %s (no trace: only the final state is known)", report.Size(p.Allocated.Allocated))
@@ -166,9 +166,9 @@ func writeText(opts *Options, devices []devicePeak) error {
 func historyText(rp *analysis.Replayed, p *analysis.Peak) string {
 	live := fmt.Sprintf("live at the peak: %s in %s", report.Size(p.LiveBytes), report.Plural(len(p.Live), "block", "blocks"))
 	switch p.Coverage {
-	case allocator.CoverageNone:
+	case replay.CoverageNone:
 		return "no trace: the table is the final state, not the peak; " + strings.Replace(live, "live at the peak", "live in the final state", 1)
-	case allocator.CoverageComplete:
+	case replay.CoverageComplete:
 		return fmt.Sprintf("the trace starts from an empty allocator; %s, all allocated during the trace", live)
 	}
 	return fmt.Sprintf("the trace starts mid-run; %s: %s (%s) allocated before the trace began, %s (%s) during it",
@@ -214,7 +214,7 @@ func jsonPeak(opts *Options, devices []devicePeak) any {
 			BeforeTrace: p.BeforeTrace, DuringTrace: p.DuringTrace, PrivatePools: p.PrivatePools, By: string(opts.by),
 			Groups: []report.GroupJSON{}, Phases: p.Phases,
 		}
-		if p.Coverage == allocator.CoverageNone {
+		if p.Coverage == replay.CoverageNone {
 			jd.Bounds = map[string]peakBound{
 				"peak_allocated": {Min: p.Allocated.Allocated},
 				"peak_reserved":  {Min: p.Reserved.Reserved},

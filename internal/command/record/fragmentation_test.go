@@ -13,7 +13,7 @@ import (
 	"github.com/memstat/memstat/internal/command/segments"
 	"github.com/memstat/memstat/internal/command/stats"
 	"github.com/memstat/memstat/internal/iostreams"
-	"github.com/memstat/memstat/pkg/allocator"
+	"github.com/memstat/memstat/pkg/replay"
 	"github.com/memstat/memstat/pkg/report"
 )
 
@@ -85,7 +85,7 @@ func TestFragmentationAgreesWithSegments(t *testing.T) {
 				t.Errorf("segments --at %d: reserved %d allocated %d cached %d (by hand %d) free %d pending %d; headline %+v",
 					h.PeakAllocatedEntry, tot.Size, tot.Allocated, tot.Cached, cached, tot.Free, tot.Pending, u)
 			}
-			want := allocator.NewUnused(tot.Size, tot.Allocated, cached)
+			want := replay.NewUnused(tot.Size, tot.Allocated, cached)
 			if want != u {
 				t.Errorf("by hand %+v, headline %+v", want, u)
 			}

@@ -15,6 +15,7 @@ import (
 	"github.com/memstat/memstat/internal/iostreams"
 	"github.com/memstat/memstat/internal/textfile"
 	"github.com/memstat/memstat/pkg/allocator"
+	"github.com/memstat/memstat/pkg/replay"
 	"github.com/memstat/memstat/pkg/report"
 	"github.com/memstat/memstat/pkg/snapshot"
 	"github.com/memstat/memstat/pkg/workload"
@@ -242,7 +243,7 @@ func headline(path string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	r, err := allocator.NewReplay(s, allocator.ReplayOptions{Device: 0})
+	r, err := replay.New(s, replay.Options{Device: 0})
 	if err != nil {
 		return "", fmt.Errorf("%s: %w", path, err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/memstat/memstat/internal/golden"
 	"github.com/memstat/memstat/internal/iostreams"
 	"github.com/memstat/memstat/pkg/allocator"
+	"github.com/memstat/memstat/pkg/replay"
 	"github.com/memstat/memstat/pkg/snapshot"
 	"github.com/memstat/memstat/pkg/workload"
 )
@@ -460,7 +461,7 @@ func TestPoolsRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r, err := allocator.NewReplay(s, allocator.ReplayOptions{})
+		r, err := replay.New(s, replay.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -523,7 +524,7 @@ func TestInferenceCUDAGraphs(t *testing.T) {
 			t.Errorf("no segment of graph pool %v", id)
 		}
 	}
-	r, err := allocator.NewReplay(s, allocator.ReplayOptions{})
+	r, err := replay.New(s, replay.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

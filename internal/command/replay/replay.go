@@ -14,6 +14,7 @@ import (
 	"github.com/memstat/memstat/internal/command"
 	"github.com/memstat/memstat/internal/iostreams"
 	"github.com/memstat/memstat/pkg/allocator"
+	"github.com/memstat/memstat/pkg/replay"
 	"github.com/memstat/memstat/pkg/report"
 	"github.com/memstat/memstat/pkg/snapshot"
 )
@@ -121,8 +122,8 @@ func (o *Options) resolve(cmd *cobra.Command) error {
 
 // deviceReplay is one device's pair of replays.
 type deviceReplay struct {
-	Recorded  *allocator.ReplayResult
-	Simulated *allocator.ReplayResult
+	Recorded  *replay.Result
+	Simulated *replay.Result
 }
 
 func runReplay(opts *Options) error {
@@ -132,7 +133,7 @@ func runReplay(opts *Options) error {
 	}
 	v := opts.version
 	if v == 0 {
-		v = allocator.GuessVersion(snap)
+		v = replay.GuessVersion(snap)
 	}
 	var cfg *allocator.Config
 	if opts.conf != nil {
@@ -150,11 +151,11 @@ func runReplay(opts *Options) error {
 		if opts.Device >= 0 && d != opts.Device || len(snap.Trace(d)) == 0 && len(snap.DeviceSegments(d)) == 0 {
 			continue
 		}
-		rec, err := run(snap, allocator.ReplayOptions{Device: d, Version: v})
+		rec, err := run(snap, replay.Options{Device: d, Version: v})
 		if err != nil {
 			return fmt.Errorf("%s: device %d: %w", opts.File, d, err)
 		}
-		sim, err := run(snap, allocator.ReplayOptions{Device: d, Version: v, Mode: allocator.WhatIf, Config: cfg, Capacity: opts.capacity})
+		sim, err := run(snap, replay.Options{Device: d, Version: v, Mode: replay.WhatIf, Config: cfg, Capacity: opts.capacity})
 		if err != nil {
 			return fmt.Errorf("%s: device %d: %w", opts.File, d, err)
 		}
@@ -173,8 +174,8 @@ func runReplay(opts *Options) error {
 	return writeText(opts.IO.Out, opts, devices)
 }
 
-func run(snap *snapshot.Snapshot, o allocator.ReplayOptions) (*allocator.ReplayResult, error) {
-	r, err := allocator.NewReplay(snap, o)
+func run(snap *snapshot.Snapshot, o replay.Options) (*replay.Result, error) {
+	r, err := replay.New(snap, o)
 	if err != nil {
 		return nil, err
 	}
@@ -198,20 +199,20 @@ type jsonDevice struct {
 	// Bounds are the recorded figures the snapshot does not determine
 	// (not in Recorded); the simulated column is exact for the
 	// simulation.
-	Bounds       map[string]allocator.Bound `json:"bounds"`
-	Simulated    map[string]int64           `json:"simulated"`
-	Segments     pair                       `json:"segments_created"`
-	PeakAlloc    pair                       `json:"peak_allocated"`
-	PeakReserved pair                       `json:"peak_reserved"`
-	Fidelity     *jsonFidelity              `json:"fidelity"`
-	OOMs         pair                       `json:"ooms"`
+	Bounds       map[string]replay.Bound `json:"bounds"`
+	Simulated    map[string]int64        `json:"simulated"`
+	Segments     pair                    `json:"segments_created"`
+	PeakAlloc    pair                    `json:"peak_allocated"`
+	PeakReserved pair                    `json:"peak_reserved"`
+	Fidelity     *jsonFidelity           `json:"fidelity"`
+	OOMs         pair                    `json:"ooms"`
 }
 
 type jsonFidelity struct {
-	SegmentEvents    allocator.Tally `json:"segment_events"`
-	Placements       allocator.Tally `json:"placements"`
-	ForcedOperations int64           `json:"forced_operations"`
-	Divergences      int             `json:"divergences"`
+	SegmentEvents    replay.Tally `json:"segment_events"`
+	Placements       replay.Tally `json:"placements"`
+	ForcedOperations int64        `json:"forced_operations"`
+	Divergences      int          `json:"divergences"`
 }
 
 func jsonReplay(opts *Options, devices []deviceReplay) any {
@@ -227,7 +228,7 @@ func jsonReplay(opts *Options, devices []deviceReplay) any {
 			Coverage:     rec.History.Coverage,
 			Entries:      rec.History.Entries,
 			Recorded:     rec.MemoryStatsMap(),
-			Bounds:       map[string]allocator.Bound{},
+			Bounds:       map[string]replay.Bound{},
 			Simulated:    sim.MemoryStatsMap(),
 			Segments:     pair{rec.SegmentsCreated, sim.SegmentsCreated},
 			PeakAlloc:    pair{rec.PeakAllocated.Bytes, sim.PeakAllocated.Bytes},
@@ -292,18 +293,18 @@ func writeText(w io.Writer, opts *Options, devices []deviceReplay) error {
 	return nil
 }
 
-func historyNote(rec *allocator.ReplayResult) string {
+func historyNote(rec *replay.Result) string {
 	switch rec.History.Coverage {
-	case allocator.CoverageNone:
+	case replay.CoverageNone:
 		return "history: none: no trace, so both columns are the final state (the simulated one re-allocates its live blocks)"
-	case allocator.CoveragePartial:
+	case replay.CoveragePartial:
 		return fmt.Sprintf("history: partial: the trace starts mid-run (%d segments and %d live blocks before its first entry); the simulator alone starts by allocating those blocks afresh, and peaks are over the recorded window",
 			rec.History.PreexistingSegments, rec.History.PreexistingBlocks)
 	}
 	return fmt.Sprintf("history: complete: %d trace entries from an empty allocator", rec.History.Entries)
 }
 
-func sideBySide(rec, sim *allocator.ReplayResult) *report.Table {
+func sideBySide(rec, sim *replay.Result) *report.Table {
 	t := &report.Table{Columns: []report.Column{
 		{Name: "", Key: "figure"},
 		{Name: "Recorded", Key: "recorded", Align: report.Right},

@@ -148,7 +148,7 @@ func TestFidelityOnEveryRealTrace(t *testing.T) {
 // tensors are allocated; an expandable-segments run has no cudaMalloc'd
 // segments), there is no fidelity claim, and a small device runs out of
 // memory. The simulator's state is checked after every entry by the
-// allocator package's TestRealWhatIf; here it is the command's output.
+// replay package's TestRealWhatIf; here it is the command's output.
 func TestWhatIf(t *testing.T) {
 	fn := realdata.File(t, "ZidongLiu")
 	for _, conf := range []string{"max_split_size_mb:128", "expandable_segments:True"} {

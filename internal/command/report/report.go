@@ -14,6 +14,7 @@ import (
 	"github.com/memstat/memstat/internal/iostreams"
 	"github.com/memstat/memstat/pkg/allocator"
 	"github.com/memstat/memstat/pkg/analysis"
+	"github.com/memstat/memstat/pkg/replay"
 	"github.com/memstat/memstat/pkg/report"
 	"github.com/memstat/memstat/pkg/report/htmlreport"
 	"github.com/memstat/memstat/pkg/report/webview"
@@ -214,7 +215,7 @@ func device(snap *snapshot.Snapshot, d int, opts *Options) (htmlreport.Device, *
 // for: the peak of allocated memory (FindPeak), and each oom, or without
 // one the peak of reserved memory (ExplainOOMs).
 func reportStates(rp *analysis.Replayed) []int {
-	if rp.Result.History.Coverage == allocator.CoverageNone {
+	if rp.Result.History.Coverage == replay.CoverageNone {
 		return nil
 	}
 	idx := []int{rp.Result.PeakAllocated.Index}

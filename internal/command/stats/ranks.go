@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 
-	"github.com/memstat/memstat/pkg/allocator"
+	"github.com/memstat/memstat/pkg/replay"
 	"github.com/memstat/memstat/pkg/report"
 )
 
@@ -66,7 +66,7 @@ func rankSummary(files []fileStats) *ranks {
 	return rs
 }
 
-func rankOf(file string, res *allocator.ReplayResult) rank {
+func rankOf(file string, res *replay.Result) rank {
 	return rank{
 		File:          file,
 		Device:        res.Device,

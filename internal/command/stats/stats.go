@@ -14,6 +14,7 @@ import (
 	"github.com/memstat/memstat/internal/iostreams"
 	"github.com/memstat/memstat/internal/parallel"
 	"github.com/memstat/memstat/pkg/allocator"
+	"github.com/memstat/memstat/pkg/replay"
 	"github.com/memstat/memstat/pkg/report"
 	"github.com/memstat/memstat/pkg/snapshot"
 )
@@ -102,7 +103,7 @@ more than one file or device) is the table across them.`,
 // fileStats is one file's results.
 type fileStats struct {
 	File    string
-	Devices []*allocator.ReplayResult
+	Devices []*replay.Result
 	// Sparklines holds, per device, allocated memory after each trace
 	// entry, drawn under the headline on a terminal only.
 	Sparklines [][]int64
@@ -185,14 +186,14 @@ func statsOf(fn string, spark bool, loaded func(*snapshot.Snapshot)) (fileStats,
 		if len(snap.Trace(d)) == 0 && len(snap.DeviceSegments(d)) == 0 {
 			continue
 		}
-		ro := allocator.ReplayOptions{Device: d}
+		ro := replay.Options{Device: d}
 		var line []int64
 		if spark {
 			ro.OnEvent = func(_ int, _ snapshot.TraceEntry, a *allocator.Allocator) {
 				line = append(line, a.Stats().AllocatedBytes[allocator.PoolAll].Current)
 			}
 		}
-		r, err := allocator.NewReplay(snap, ro)
+		r, err := replay.New(snap, ro)
 		if err != nil {
 			return fileStats{}, fmt.Errorf("%s: device %d: %w", fn, d, err)
 		}
@@ -216,10 +217,10 @@ type jsonDevice struct {
 	MemoryStats  map[string]int64 `json:"memory_stats"`
 	// Bounds are the memory_stats figures the snapshot does not
 	// determine (not in MemoryStats): {"min": 3, "max": null}.
-	Bounds    map[string]allocator.Bound `json:"bounds"`
-	Headline  report.Headline            `json:"headline"`
-	History   allocator.History          `json:"history"`
-	Agreement *allocator.Agreement       `json:"agreement"`
+	Bounds    map[string]replay.Bound `json:"bounds"`
+	Headline  report.Headline         `json:"headline"`
+	History   replay.History          `json:"history"`
+	Agreement *replay.Agreement       `json:"agreement"`
 	// PrivatePools: per-pool figures, when the device has private pools.
 	PrivatePools *report.PoolJSON `json:"private_pools,omitempty"`
 }
@@ -320,7 +321,7 @@ func writeText(w io.Writer, files []fileStats, format report.Format, width int) 
 }
 
 // counterTable lists memory_stats' plain counters that the version has.
-func counterTable(res *allocator.ReplayResult) *report.Table {
+func counterTable(res *replay.Result) *report.Table {
 	t := &report.Table{Columns: []report.Column{
 		{Name: "Counter", Key: "counter"},
 		{Name: "Key", Key: "key"},
@@ -345,9 +346,9 @@ func counterTable(res *allocator.ReplayResult) *report.Table {
 }
 
 // boundsOrEmpty makes a device without bounds write "bounds": {}.
-func boundsOrEmpty(b map[string]allocator.Bound) map[string]allocator.Bound {
+func boundsOrEmpty(b map[string]replay.Bound) map[string]replay.Bound {
 	if b == nil {
-		return map[string]allocator.Bound{}
+		return map[string]replay.Bound{}
 	}
 	return b
 }

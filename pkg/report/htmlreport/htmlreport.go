@@ -16,8 +16,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/memstat/memstat/pkg/allocator"
 	"github.com/memstat/memstat/pkg/analysis"
+	"github.com/memstat/memstat/pkg/replay"
 	"github.com/memstat/memstat/pkg/report"
 	rplot "github.com/memstat/memstat/pkg/report/plot"
 	"github.com/memstat/memstat/pkg/snapshot"
@@ -50,7 +50,7 @@ type Report struct {
 // page shows what there is and says what is missing.
 type Device struct {
 	Device int
-	Result *allocator.ReplayResult
+	Result *replay.Result
 	// Headline, History and Agreement are the lines `memstat stats` prints.
 	Headline, History, Agreement string
 	Timeline                     *timeline.Timeline

@@ -1,4 +1,4 @@
-package allocator
+package replay
 
 import (
 	"github.com/memstat/memstat/pkg/snapshot"
@@ -6,20 +6,22 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/memstat/memstat/pkg/allocator"
 )
 
 // TestRoundTripOne reruns one round trip of the harness and prints every
 // divergence, unapplied entry and mismatch it meets (RTTRACE=1 also lists
 // the trace's segment events and ooms):
 //
-//	RTDEBUG='expandable_segments|2.4|18' go test ./pkg/allocator -run TestRoundTripOne -v
+//	RTDEBUG='expandable_segments|2.4|18' go test ./pkg/replay -run TestRoundTripOne -v
 func TestRoundTripOne(t *testing.T) {
 	spec := os.Getenv("RTDEBUG") // setting|version|seed
 	if spec == "" {
 		t.Skip("RTDEBUG=setting|version|seed not set: nothing to rerun")
 	}
 	p := strings.Split(spec, "|")
-	v, _ := ParseVersion(p[1])
+	v, _ := allocator.ParseVersion(p[1])
 	seed, _ := strconv.Atoi(p[2])
 	for _, s := range rtSettings {
 		if s.name == p[0] {

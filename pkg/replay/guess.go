@@ -1,15 +1,16 @@
-package allocator
+package replay
 
 import (
 	"fmt"
 
+	"github.com/memstat/memstat/pkg/allocator"
 	"github.com/memstat/memstat/pkg/snapshot"
 )
 
 // VersionRange is the releases a snapshot's schema allows, Min to Max
 // inclusive (Min == Max: the keys pin one release).
 type VersionRange struct {
-	Min, Max Version
+	Min, Max allocator.Version
 }
 
 // String is "2.3" for one release and "2.3-2.4" for a range.
@@ -22,7 +23,7 @@ func (r VersionRange) String() string {
 
 // GuessVersion returns the oldest release GuessVersionRange allows: the
 // rules a replay applies when the user names none.
-func GuessVersion(s *snapshot.Snapshot) Version {
+func GuessVersion(s *snapshot.Snapshot) allocator.Version {
 	return GuessVersionRange(s).Min
 }
 
@@ -48,13 +49,13 @@ func GuessVersion(s *snapshot.Snapshot) Version {
 // range; what differs is listed in docs/versions.md.
 func GuessVersionRange(s *snapshot.Snapshot) VersionRange {
 	f := s.Features
-	r := VersionRange{Min: V2_0, Max: Latest}
-	atLeast := func(v Version) {
+	r := VersionRange{Min: allocator.V2_0, Max: allocator.Latest}
+	atLeast := func(v allocator.Version) {
 		if v > r.Min {
 			r.Min = v
 		}
 	}
-	atMost := func(v Version) {
+	atMost := func(v allocator.Version) {
 		if v < r.Max {
 			r.Max = v
 		}
@@ -75,39 +76,39 @@ func GuessVersionRange(s *snapshot.Snapshot) VersionRange {
 	}
 	switch {
 	case f.BlockAddresses:
-		atLeast(V2_1)
+		atLeast(allocator.V2_1)
 	case f.BlockHistory || blocks:
-		atMost(V2_0)
+		atMost(allocator.V2_0)
 	}
 	if f.TimeUS {
-		atLeast(V2_2)
+		atLeast(allocator.V2_2)
 	} else if entries {
-		atMost(V2_1)
+		atMost(allocator.V2_1)
 	}
 	if f.AllocatorSetting {
-		atLeast(V2_3)
+		atLeast(allocator.V2_3)
 		if hasSetting(s, "graph_capture_record_stream_reuse") {
-			atLeast(V2_9)
+			atLeast(allocator.V2_9)
 		} else {
-			atMost(V2_8)
+			atMost(allocator.V2_8)
 		}
 	} else {
-		atMost(V2_2)
+		atMost(allocator.V2_2)
 	}
 	if f.Annotations {
-		atLeast(V2_5)
+		atLeast(allocator.V2_5)
 	} else {
-		atMost(V2_4)
+		atMost(allocator.V2_4)
 	}
 	if f.CompileContext {
-		atLeast(V2_8)
+		atLeast(allocator.V2_8)
 	} else if entries {
-		atMost(V2_7)
+		atMost(allocator.V2_7)
 	}
 	if f.UserMetadata {
-		atLeast(V2_10)
+		atLeast(allocator.V2_10)
 	} else if entries {
-		atMost(V2_9)
+		atMost(allocator.V2_9)
 	}
 	if r.Max < r.Min {
 		r.Max = r.Min
@@ -133,26 +134,26 @@ func hasSetting(s *snapshot.Snapshot, key string) bool {
 // carry (max_non_split_rounding_mb, ...); the dict's own values win. What
 // cannot be used is reported in the returned notes, and the defaults are
 // kept for it.
-func ConfigFromSettings(st *snapshot.AllocatorSettings, v Version) (Config, []string) {
-	cfg := DefaultConfig(v)
+func ConfigFromSettings(st *snapshot.AllocatorSettings, v allocator.Version) (allocator.Config, []string) {
+	cfg := allocator.DefaultConfig(v)
 	if st == nil {
 		return cfg, nil
 	}
 	var notes []string
 	if st.AllocConf != "" {
-		if c, err := ParseConfig(st.AllocConf, v); err == nil {
+		if c, err := allocator.ParseConfig(st.AllocConf, v); err == nil {
 			cfg = c
 		} else {
 			notes = append(notes, fmt.Sprintf("recorded PYTORCH_CUDA_ALLOC_CONF %q does not parse under PyTorch %s (%v); using the settings dict", st.AllocConf, v, err))
 		}
 	}
 	fromDict := cfg
-	fromDict.MaxSplitSize = NoMaxSplit
+	fromDict.MaxSplitSize = allocator.NoMaxSplit
 	if st.MaxSplitSize > 0 {
 		fromDict.MaxSplitSize = uint64(st.MaxSplitSize)
 	}
 	fromDict.GarbageCollectionThreshold = st.GarbageCollectionThreshold
-	fromDict.ExpandableSegments = st.ExpandableSegments && v.hasExpandableSegments()
+	fromDict.ExpandableSegments = st.ExpandableSegments && v.HasExpandableSegments()
 	fromDict.RoundupPower2Divisions = st.RoundupPower2Divisions
 	fromDict.ReleaseLockOnCudaMalloc = st.ReleaseLockOnCudaMalloc
 	fromDict.Source = st.AllocConf

@@ -1,10 +1,11 @@
-package allocator
+package replay
 
 import (
 	"fmt"
 	"slices"
 	"sort"
 
+	"github.com/memstat/memstat/pkg/allocator"
 	"github.com/memstat/memstat/pkg/snapshot"
 )
 
@@ -185,7 +186,7 @@ func (s spans) missing(lo, hi uint64) []span {
 // segmentPoolOfSize: a cudaMalloc'd segment of 2 MiB belongs to the small
 // pool; large-pool segments are 20 MiB or at least 10 MiB.
 func segmentPoolOfSize(size int64) snapshot.Pool {
-	if size == SmallBuffer {
+	if size == allocator.SmallBuffer {
 		return snapshot.SmallPool
 	}
 	return snapshot.LargePool
@@ -228,7 +229,7 @@ func (t *touchScan) scan(tr []snapshot.TraceEntry, shard uint64) {
 
 // reconstructStart rebuilds the state before the first trace entry.
 // resSize gives an expandable reservation's size for a page size.
-func reconstructStart(cfg Config, tr []snapshot.TraceEntry, streams streamTable, final []*snapshot.Segment, resSize func(page int64) int64) startState {
+func reconstructStart(cfg allocator.Config, tr []snapshot.TraceEntry, streams streamTable, final []*snapshot.Segment, resSize func(page int64) int64) startState {
 	st := startState{exact: make(map[uint64]bool)}
 	// Which stacks free entries carry is judged on a pass of its own, on
 	// another core while this one scans the trace.
@@ -372,7 +373,7 @@ func reconstructStart(cfg Config, tr []snapshot.TraceEntry, streams streamTable,
 		seg := snapshot.Segment{Address: r.lo, TotalSize: int64(r.hi - r.lo), Stream: r.stream, Expandable: true}
 		var blocks []snapshot.Block
 		seg.Pool = snapshot.SmallPool
-		if seg.TotalSize%LargeBuffer == 0 {
+		if seg.TotalSize%allocator.LargeBuffer == 0 {
 			seg.Pool = snapshot.LargePool
 		}
 		for _, s := range expandable {
@@ -407,7 +408,7 @@ func reconstructStart(cfg Config, tr []snapshot.TraceEntry, streams streamTable,
 		pool := snapshot.LargePool
 		for _, f := range tr[i+1:] {
 			if f.Action == snapshot.ActionAlloc || f.Action == snapshot.ActionOOM {
-				if cfg.RoundSize(f.Size) <= SmallSize {
+				if cfg.RoundSize(f.Size) <= allocator.SmallSize {
 					pool = snapshot.SmallPool
 				}
 				break
@@ -422,9 +423,9 @@ func reconstructStart(cfg Config, tr []snapshot.TraceEntry, streams streamTable,
 		addrs = append(addrs, known{s.Address, s.Stream, s.Pool})
 	}
 	for _, s := range expSeeds {
-		page := int64(LargeBuffer)
+		page := int64(allocator.LargeBuffer)
 		if s.Pool == snapshot.SmallPool {
-			page = SmallBuffer
+			page = allocator.SmallBuffer
 		}
 		res := uint64(resSize(page))
 		inside := false
@@ -483,7 +484,7 @@ func reconstructStart(cfg Config, tr []snapshot.TraceEntry, streams streamTable,
 // trace: its live blocks (the snapshot's active blocks the trace never
 // touches, which keep their recorded size, and the first-event frees) with
 // free blocks in the gaps.
-func (st *startState) liveBlocks(cfg Config, seg *snapshot.Segment, final []snapshot.Block, touched func(addr uint64) bool, freed []firstFree) []snapshot.Block {
+func (st *startState) liveBlocks(cfg allocator.Config, seg *snapshot.Segment, final []snapshot.Block, touched func(addr uint64) bool, freed []firstFree) []snapshot.Block {
 	type live struct {
 		b     snapshot.Block
 		exact bool // size known from the snapshot
@@ -529,7 +530,7 @@ func (st *startState) liveBlocks(cfg Config, seg *snapshot.Segment, final []snap
 		rest := int64(end - (b.Address + uint64(b.Size)))
 		switch {
 		case lb.exact:
-		case fineSplit && rest < MinBlockSize, !fineSplit && rest <= SmallSize:
+		case fineSplit && rest < allocator.MinBlockSize, !fineSplit && rest <= allocator.SmallSize:
 			b.Size += rest
 		case !fineSplit && uint64(b.Size) >= cfg.MaxSplitSize:
 			// Oversize blocks are never split: a free block of

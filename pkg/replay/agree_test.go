@@ -1,4 +1,4 @@
-package allocator
+package replay
 
 import (
 	"reflect"
@@ -25,13 +25,13 @@ func TestCompareStatesHalvesAgree(t *testing.T) {
 			if len(snap.Trace(d)) == 0 {
 				continue
 			}
-			r, err := NewReplay(snap, ReplayOptions{Device: d})
+			r, err := New(snap, Options{Device: d})
 			if err != nil {
 				t.Fatal(err)
 			}
 			for r.Step() == nil {
 			}
-			if len(r.a.regions) < 2 {
+			if r.a.NumRegions() < 2 {
 				continue
 			}
 			var final []*snapshot.Segment

@@ -1,4 +1,4 @@
-package allocator
+package replay
 
 import (
 	"bytes"
@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/memstat/memstat/pkg/allocator"
 	"github.com/memstat/memstat/pkg/snapshot"
 )
 
@@ -22,7 +23,7 @@ import (
 // memory_stats(), every bound must contain it, and every placement and
 // segment event must be reproduced.
 //
-// `go test ./pkg/allocator -run TestRoundTrip` runs a few seeds per
+// `go test ./pkg/replay -run TestRoundTrip` runs a few seeds per
 // setting and version; `make fidelity` runs thousands and prints the
 // table of the README's fidelity section (-roundtrip.runs or
 // MEMSTAT_FIDELITY_RUNS: runs per setting and version).
@@ -62,7 +63,7 @@ var (
 	rtDebugTrace    func([]snapshot.TraceEntry)
 )
 
-var rtVersions = []Version{V2_0, V2_1, V2_2, V2_3, V2_4, V2_5, V2_6, V2_7, V2_8, V2_9, V2_10}
+var rtVersions = []allocator.Version{allocator.V2_0, allocator.V2_1, allocator.V2_2, allocator.V2_3, allocator.V2_4, allocator.V2_5, allocator.V2_6, allocator.V2_7, allocator.V2_8, allocator.V2_9, allocator.V2_10}
 
 // rtStreams are the stream handles a workload uses.
 var rtStreams = []int64{0, 0x5a1, 0x5b2}
@@ -72,9 +73,9 @@ const rtCapacity = 1 << 30
 // rtWorkload is one recorded random workload.
 type rtWorkload struct {
 	rng     *rand.Rand
-	a       *Allocator
+	a       *allocator.Allocator
 	set     rtSetting
-	v       Version
+	v       allocator.Version
 	live    []uint64
 	streams []int64
 	ops     []string // what ran, for failure messages
@@ -108,7 +109,10 @@ func (w *rtWorkload) size() int64 {
 // lowering max_split_size_mb makes release_available_cached_blocks
 // cudaFree a block split under the old value, a CUDA error in PyTorch).
 func (w *rtWorkload) runtimeConf() string {
-	return "expandable_segments:" + pyBool(w.rng.IntN(2) == 0)
+	if w.rng.IntN(2) == 0 {
+		return "expandable_segments:True"
+	}
+	return "expandable_segments:False"
 }
 
 func (w *rtWorkload) step() error {
@@ -120,7 +124,7 @@ func (w *rtWorkload) step() error {
 		s := w.streams[w.rng.IntN(len(w.streams))]
 		addr, err := a.Malloc(size, s, stack)
 		w.ops = append(w.ops, fmt.Sprintf("malloc(%d, %#x)", size, s))
-		var oom *OOMError
+		var oom *allocator.OOMError
 		switch {
 		case errors.As(err, &oom):
 		case err != nil:
@@ -150,7 +154,7 @@ func (w *rtWorkload) step() error {
 		w.ops = append(w.ops, "empty_cache()")
 		a.EmptyCache(stack)
 	default:
-		if !w.set.runtime || !w.v.hasExpandableSegments() {
+		if !w.set.runtime || !w.v.HasExpandableSegments() {
 			return nil
 		}
 		conf := w.runtimeConf()
@@ -168,15 +172,15 @@ type rtOutcome struct {
 
 // roundTrip records one workload, writes and reads its snapshot, replays
 // it and compares.
-func roundTrip(set rtSetting, v Version, seed uint64, ops int) rtOutcome {
-	cfg, err := ParseConfig(set.conf, v)
+func roundTrip(set rtSetting, v allocator.Version, seed uint64, ops int) rtOutcome {
+	cfg, err := allocator.ParseConfig(set.conf, v)
 	if err != nil {
 		return rtOutcome{skipped: err.Error()}
 	}
-	if set.runtime && !v.hasExpandableSegments() {
+	if set.runtime && !v.HasExpandableSegments() {
 		return rtOutcome{skipped: "nothing to switch at runtime before 2.1"}
 	}
-	a, err := New(cfg, Options{Capacity: rtCapacity})
+	a, err := allocator.New(cfg, allocator.Options{Capacity: rtCapacity})
 	if err != nil {
 		return rtOutcome{problems: []string{err.Error()}}
 	}
@@ -185,7 +189,7 @@ func roundTrip(set rtSetting, v Version, seed uint64, ops int) rtOutcome {
 			return rtOutcome{problems: []string{err.Error()}}
 		}
 	}
-	if err := a.RecordHistory(HistoryOptions{Enabled: HistoryAll, Context: ContextAll}); err != nil {
+	if err := a.RecordHistory(allocator.HistoryOptions{Enabled: allocator.HistoryAll, Context: allocator.ContextAll}); err != nil {
 		return rtOutcome{problems: []string{err.Error()}}
 	}
 	w := &rtWorkload{rng: rand.New(rand.NewPCG(seed, uint64(v))), a: a, set: set, v: v, streams: rtStreams[:set.streams]}
@@ -203,8 +207,8 @@ func roundTrip(set rtSetting, v Version, seed uint64, ops int) rtOutcome {
 	if err != nil {
 		return rtOutcome{problems: []string{"read: " + err.Error()}}
 	}
-	ro := ReplayOptions{Version: v}
-	if !v.hasAllocatorSettings() {
+	ro := Options{Version: v}
+	if !v.HasAllocatorSettings() {
 		// The file does not carry its settings: the user names them
 		// (memstat replay --alloc-conf).
 		ro.Config = &cfg
@@ -215,12 +219,12 @@ func roundTrip(set rtSetting, v Version, seed uint64, ops int) rtOutcome {
 	// Every recorded placement must be where the replayed state has the
 	// allocation, whoever decided it (the simulator or a forced step).
 	var misplaced []string
-	ro.OnEvent = func(i int, e snapshot.TraceEntry, ra *Allocator) {
+	ro.OnEvent = func(i int, e snapshot.TraceEntry, ra *allocator.Allocator) {
 		if e.Action == snapshot.ActionAlloc && !ra.Allocated(e.Addr) && len(misplaced) < 3 {
 			misplaced = append(misplaced, fmt.Sprintf("entry %d: alloc at %#x is not in the replayed state", i, e.Addr))
 		}
 	}
-	r, err := NewReplay(snap, ro)
+	r, err := New(snap, ro)
 	if err != nil {
 		return rtOutcome{problems: []string{"replay: " + err.Error()}}
 	}
@@ -237,7 +241,7 @@ func lastOps(ops []string, n int) []string {
 
 // compareRoundTrip lists every difference between the simulator's
 // memory_stats and the replay's figures.
-func compareRoundTrip(truth []KeyValue, res *ReplayResult) []string {
+func compareRoundTrip(truth []allocator.KeyValue, res *Result) []string {
 	var out []string
 	got := res.MemoryStatsMap()
 	for _, kv := range truth {
@@ -309,9 +313,9 @@ func TestRoundTrip(t *testing.T) {
 	runs := roundTripRunCount(t)
 	ops := 250
 	type cell struct{ runs, exact int }
-	table := make(map[string]map[Version]*cell)
+	table := make(map[string]map[allocator.Version]*cell)
 	for _, set := range rtSettings {
-		table[set.name] = make(map[Version]*cell)
+		table[set.name] = make(map[allocator.Version]*cell)
 		for _, v := range rtVersions {
 			c := &cell{}
 			table[set.name][v] = c

@@ -1,4 +1,4 @@
-package allocator
+package replay
 
 import (
 	"math/rand"

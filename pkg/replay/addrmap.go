@@ -1,4 +1,4 @@
-package allocator
+package replay
 
 // addrMap maps addresses to 32-bit values: the table the scans of a whole
 // trace use (which addresses it touches, the stack of each live

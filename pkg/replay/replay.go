@@ -1,4 +1,4 @@
-package allocator
+package replay
 
 import (
 	"errors"
@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sort"
 
+	"github.com/memstat/memstat/pkg/allocator"
 	"github.com/memstat/memstat/pkg/snapshot"
 )
 
@@ -38,35 +39,35 @@ import (
 // A trace that starts mid-run gets its starting state rebuilt first (see
 // replay_start.go); a device without a trace is just its final state.
 
-// ReplayMode selects how a Replay treats the recorded decisions.
-type ReplayMode uint8
+// Mode selects how a Replay treats the recorded decisions.
+type Mode uint8
 
 const (
 	// Follow reproduces the recorded run and measures fidelity.
-	Follow ReplayMode = iota
+	Follow Mode = iota
 	// WhatIf simulates the recorded requests under other settings.
 	WhatIf
 )
 
-func (m ReplayMode) String() string {
+func (m Mode) String() string {
 	if m == WhatIf {
 		return "what-if"
 	}
 	return "follow"
 }
 
-// ReplayOptions configure a Replay.
-type ReplayOptions struct {
+// Options configure a Replay.
+type Options struct {
 	// Device is the device ordinal whose trace and segments are replayed.
 	Device int
 	// Config is the allocator configuration to simulate. nil: the one the
 	// snapshot records in allocator_settings, or the defaults of Version
 	// for files without settings. A Config carries its own Version, which
 	// then wins over the Version field.
-	Config *Config
+	Config *allocator.Config
 	// Version is the PyTorch release to simulate; 0 guesses it from the
 	// file's schema (GuessVersion).
-	Version Version
+	Version allocator.Version
 	// Capacity is the device memory the simulator may obtain. 0 derives
 	// it from the trace's first oom entry (device_free plus the memory
 	// reserved at that entry), or leaves it unlimited without one.
@@ -76,13 +77,13 @@ type ReplayOptions struct {
 	// bound from the spacing of the recorded reservations, capped by the
 	// capacity (or 80 GiB).
 	TotalMemory int64
-	Mode        ReplayMode
+	Mode        Mode
 	// OnEvent, if set, is called after each trace entry has been applied,
 	// with the allocator in the state after it. The entries an allocator
 	// call produces together (a segment_free run or segment_alloc before
 	// the alloc they serve) are applied together, so OnEvent sees the same
 	// state for each of them. The allocator must not be modified.
-	OnEvent func(i int, e snapshot.TraceEntry, a *Allocator)
+	OnEvent func(i int, e snapshot.TraceEntry, a *allocator.Allocator)
 	// CheckEvery runs CheckInvariants after every n-th entry (0: never);
 	// a failure stops the replay with an error.
 	CheckEvery int
@@ -94,26 +95,26 @@ type ReplayOptions struct {
 // Replay is a step-able replay of one device's trace.
 type Replay struct {
 	snap  *snapshot.Snapshot
-	opts  ReplayOptions
-	cfg   Config
+	opts  Options
+	cfg   allocator.Config
 	trace []snapshot.TraceEntry
 	// streams resolves the trace entries' streams (snapshot.Contexts).
 	streams streamTable
 	final   []*snapshot.Segment
-	a       *Allocator
+	a       *allocator.Allocator
 	pos     int
 	done    bool
 	// res is allocated apart from the Replay: a caller that keeps only
 	// the result (stats over many files) must not keep the replay's
 	// allocator state and trace alive with it.
-	res   *ReplayResult
+	res   *Result
 	start startState
 
 	// win is the window of entries the allocator call being tried may
 	// produce; the segment-address hook reads it. cur is the allocator
 	// the call runs on (the replay's, or a trial clone).
 	win [2]int
-	cur *Allocator
+	cur *allocator.Allocator
 	// seeded holds the address ranges of the starting state's segments.
 	seeded spans
 	// forcedOOMs counts recorded ooms applied by force.
@@ -136,14 +137,14 @@ type Replay struct {
 	pools callPools
 }
 
-// NewReplay prepares the replay of device o.Device of s: it picks the
+// New prepares the replay of device o.Device of s: it picks the
 // configuration, rebuilds and seeds the starting state and derives the
 // device capacity. Nothing of the trace is applied yet.
-func NewReplay(s *snapshot.Snapshot, o ReplayOptions) (*Replay, error) {
+func New(s *snapshot.Snapshot, o Options) (*Replay, error) {
 	if o.Device < 0 {
 		return nil, fmt.Errorf("allocator: device %d", o.Device)
 	}
-	r := &Replay{snap: s, opts: o, trace: s.Trace(o.Device), streams: streamsOf(s.Contexts), final: s.DeviceSegments(o.Device), res: &ReplayResult{}}
+	r := &Replay{snap: s, opts: o, trace: s.Trace(o.Device), streams: streamsOf(s.Contexts), final: s.DeviceSegments(o.Device), res: &Result{}}
 	slices.SortStableFunc(r.final, func(x, y *snapshot.Segment) int {
 		switch {
 		case x.Address < y.Address:
@@ -193,7 +194,7 @@ func NewReplay(s *snapshot.Snapshot, o ReplayOptions) (*Replay, error) {
 		fo.keepStart = true
 		fo.Capacity = 0
 		var err error
-		if follow, err = NewReplay(s, fo); err != nil {
+		if follow, err = New(s, fo); err != nil {
 			return nil, err
 		}
 		for follow.Step() == nil {
@@ -209,8 +210,7 @@ func NewReplay(s *snapshot.Snapshot, o ReplayOptions) (*Replay, error) {
 		r.start = follow.start
 	} else {
 		resSize := func(page int64) int64 {
-			d := Device{totalMemory: total}
-			return d.reservationSize(page)
+			return allocator.ReservationSize(total, page)
 		}
 		r.start = reconstructStart(r.cfg, r.trace, r.streams, r.final, resSize)
 		r.startPools()
@@ -237,7 +237,7 @@ func NewReplay(s *snapshot.Snapshot, o ReplayOptions) (*Replay, error) {
 // alone bound it; else a guessed 80 GiB would make a reservation that
 // swallows its neighbours.
 func (r *Replay) inferTotalMemory() int64 {
-	limit := int64(DefaultTotalMemory)
+	limit := int64(allocator.DefaultTotalMemory)
 	type key struct {
 		stream int64
 		small  bool
@@ -286,9 +286,9 @@ func (r *Replay) inferTotalMemory() int64 {
 	}
 	pageOf := func(k key) int64 {
 		if k.small {
-			return SmallBuffer
+			return allocator.SmallBuffer
 		}
-		return LargeBuffer
+		return allocator.LargeBuffer
 	}
 	var addrs []base
 	for k, b := range bases {
@@ -337,7 +337,7 @@ func (r *Replay) inferTotalMemory() int64 {
 	// One map lies inside one reservation of 1 1/8 x totalGlobalMem, so
 	// the device was at least 8/9 of the largest map (a recording of a
 	// device larger than the default).
-	if need := (largestMap/9*8 + LargeBuffer - 1) / LargeBuffer * LargeBuffer; need > limit && len(addrs) < 2 {
+	if need := (largestMap/9*8 + allocator.LargeBuffer - 1) / allocator.LargeBuffer * allocator.LargeBuffer; need > limit && len(addrs) < 2 {
 		limit = need
 	}
 	return limit
@@ -348,14 +348,14 @@ func (r *Replay) inferTotalMemory() int64 {
 func (r *Replay) mapIsSmall(i int) bool {
 	for _, f := range r.trace[i+1:] {
 		if f.Action == snapshot.ActionAlloc || f.Action == snapshot.ActionOOM {
-			return r.cfg.RoundSize(f.Size) <= SmallSize
+			return r.cfg.RoundSize(f.Size) <= allocator.SmallSize
 		}
 	}
 	return false
 }
 
-func (r *Replay) newAllocator(capacity, total int64, hook func(SegmentRequest) (uint64, bool)) error {
-	a, err := New(r.cfg, Options{
+func (r *Replay) newAllocator(capacity, total int64, hook func(allocator.SegmentRequest) (uint64, bool)) error {
+	a, err := allocator.New(r.cfg, allocator.Options{
 		Device: r.opts.Device, Capacity: capacity, TotalMemory: total,
 		SegmentAddress: hook, Stacks: r.snap.Stacks,
 	})
@@ -396,13 +396,13 @@ func (r *Replay) seedStart() {
 			why += "; " + failedRes[0]
 		}
 		r.res.Warnings = append(r.res.Warnings, fmt.Sprintf("starting state: %d of %d segments (%s) could not be placed in the simulation and are kept as the snapshot has them: they count in every figure, but the trace cannot use them (first: %s)",
-			len(kept), len(r.start.segments), formatSize(keptBytes), why))
+			len(kept), len(r.start.segments), allocator.FormatSize(keptBytes), why))
 	case len(failedRes) > 0:
 		r.res.Warnings = append(r.res.Warnings, fmt.Sprintf("starting state: %d expandable-segment reservations could not be placed where the rebuild put them; their segments were given reservations of their own (first: %s)",
 			len(failedRes), failedRes[0]))
 	}
 	r.res.History.PreexistingBlocks = r.start.blocks
-	r.res.History.PreexistingBytes = r.a.Stats().ReservedBytes[PoolAll].Current
+	r.res.History.PreexistingBytes = r.a.Stats().ReservedBytes[allocator.PoolAll].Current
 }
 
 // deriveCapacity is §16's rule: device_free at the first oom entry plus
@@ -444,7 +444,7 @@ func (r *Replay) initFollow(total int64) error {
 		r.start.segments, r.start.reservations = nil, nil
 	}
 	r.res.Capacity, r.res.CapacitySource = capacity, source
-	if err := r.a.RecordHistory(HistoryOptions{Enabled: HistoryAll, Context: ContextAll}); err != nil {
+	if err := r.a.RecordHistory(allocator.HistoryOptions{Enabled: allocator.HistoryAll, Context: allocator.ContextAll}); err != nil {
 		return err
 	}
 	r.emptyCacheAt = make(map[int]bool)
@@ -514,11 +514,11 @@ func (r *Replay) beginWindow() {
 	r.a.ResetAccumulatedStats()
 	r.a.ResetPeakStats()
 	r.forcedOOMs = 0
-	r.a.forced = 0
+	r.a.ResetForcedOperations()
 	r.a.MarkWindowStart()
 	st := r.a.Stats()
-	r.peakAlloc = PeakAt{Bytes: st.AllocatedBytes[PoolAll].Current, Index: -1}
-	r.peakRes = PeakAt{Bytes: st.ReservedBytes[PoolAll].Current, Index: -1}
+	r.peakAlloc = PeakAt{Bytes: st.AllocatedBytes[allocator.PoolAll].Current, Index: -1}
+	r.peakRes = PeakAt{Bytes: st.ReservedBytes[allocator.PoolAll].Current, Index: -1}
 	r.atPeak = r.unusedNow()
 	h := &r.res.History
 	h.Entries = len(r.trace)
@@ -538,9 +538,10 @@ func (r *Replay) beginWindow() {
 // unusedNow splits the reserved memory of the current state (segments
 // kept outside the simulation included).
 func (r *Replay) unusedNow() Unused {
-	st, kept := &r.a.stats, &r.a.outside.all
-	return NewUnused(st.ReservedBytes[PoolAll].Current+kept.ReservedBytes[PoolAll].Current,
-		st.AllocatedBytes[PoolAll].Current+kept.AllocatedBytes[PoolAll].Current, r.a.CachedBytes())
+	st := r.a.SimulatedStats()
+	kept, _ := r.a.UnmodelledStats()
+	return NewUnused(st.ReservedBytes[allocator.PoolAll].Current+kept.ReservedBytes[allocator.PoolAll].Current,
+		st.AllocatedBytes[allocator.PoolAll].Current+kept.AllocatedBytes[allocator.PoolAll].Current, r.a.CachedBytes())
 }
 
 // Len is the number of trace entries.
@@ -555,12 +556,12 @@ func (r *Replay) Trace() []snapshot.TraceEntry { return r.trace }
 // Allocator returns the simulated allocator in its current state, for
 // inspection (blocks, regions, statistics). It must not be modified, and
 // in follow mode it may be replaced by another object after a Step.
-func (r *Replay) Allocator() *Allocator { return r.a }
+func (r *Replay) Allocator() *allocator.Allocator { return r.a }
 
 // Config is the configuration being simulated.
-func (r *Replay) Config() Config { return r.cfg }
+func (r *Replay) Config() allocator.Config { return r.cfg }
 
-// VersionLabel is the release the replay names (ReplayResult.Version): the
+// VersionLabel is the release the replay names (Result.Version): the
 // one applied, or the range a file's keys allow when it was guessed.
 func (r *Replay) VersionLabel() string { return r.res.Version }
 
@@ -598,7 +599,7 @@ func (r *Replay) RunTo(i int) error {
 }
 
 // Run applies the rest of the trace and returns the result.
-func (r *Replay) Run() (*ReplayResult, error) {
+func (r *Replay) Run() (*Result, error) {
 	if err := r.RunTo(len(r.trace)); err != nil {
 		return nil, err
 	}
@@ -609,7 +610,7 @@ func (r *Replay) Run() (*ReplayResult, error) {
 // is left of the trace (without invariant checks; use Run for those) and,
 // in follow mode, compares the final state with the snapshot and then
 // reconciles them. Later calls return the same result; stepping is over.
-func (r *Replay) Result() *ReplayResult {
+func (r *Replay) Result() *Result {
 	if r.done {
 		return r.res
 	}
@@ -636,7 +637,7 @@ func (r *Replay) Result() *ReplayResult {
 		// What the recording does not determine is a bound, not the
 		// simulator's guess.
 		if len(r.trace) == 0 {
-			r.res.Bounds = noTraceBounds(int64(r.a.numSegments()), r.cfg.Version)
+			r.res.Bounds = noTraceBounds(int64(r.a.NumSegments()), r.cfg.Version)
 		} else {
 			r.res.Bounds = traceBounds(r.trace, r.cfg.Version)
 		}
@@ -646,13 +647,18 @@ func (r *Replay) Result() *ReplayResult {
 	r.res.PeakReserved = r.peakRes
 	r.res.AtPeak = r.atPeak
 	r.res.SegmentsCreated = st.NumDeviceAlloc
-	r.res.FinalSegments = r.a.numSegments()
-	if us := r.a.PoolUsages(); len(us) > 1 || r.a.privateReserved.Peak > 0 {
+	r.res.FinalSegments = r.a.NumSegments()
+	if us, reserved := r.a.PoolUsages(), r.privateReservedPeak(); len(us) > 1 || reserved > 0 {
 		r.res.Pools.Final = us
 		r.res.Pools.Reserved, r.res.Pools.Allocated = r.a.PrivatePoolStats()
 	}
 	r.res.History.Note = historyNote(&r.res.History)
 	return r.res
+}
+
+func (r *Replay) privateReservedPeak() int64 {
+	reserved, _ := r.a.PrivatePoolStats()
+	return reserved.Peak
 }
 
 func historyNote(h *History) string {
@@ -668,16 +674,16 @@ func historyNote(h *History) string {
 
 // finish completes entries i..j: the state is the one after them.
 func (r *Replay) finish(i, j int) {
-	r.a.hist.ring.clear()
-	st := &r.a.stats
+	r.a.ClearTrace()
+	st := r.a.SimulatedStats()
 	// Segments kept outside the simulation since the start add their
 	// constant figures (Allocator.AddUnmodelled).
-	kept := &r.a.outside.fromStart
-	if p := st.AllocatedBytes[PoolAll].Peak + kept.AllocatedBytes[PoolAll].Current; p > r.peakAlloc.Bytes {
+	_, kept := r.a.UnmodelledStats()
+	if p := st.AllocatedBytes[allocator.PoolAll].Peak + kept.AllocatedBytes[allocator.PoolAll].Current; p > r.peakAlloc.Bytes {
 		r.peakAlloc = PeakAt{Bytes: p, Index: j, TimeUS: r.trace[j].TimeUS}
 		r.atPeak = r.unusedNow()
 	}
-	if p := st.ReservedBytes[PoolAll].Peak + kept.ReservedBytes[PoolAll].Current; p > r.peakRes.Bytes {
+	if p := st.ReservedBytes[allocator.PoolAll].Peak + kept.ReservedBytes[allocator.PoolAll].Current; p > r.peakRes.Bytes {
 		r.peakRes = PeakAt{Bytes: p, Index: j, TimeUS: r.trace[j].TimeUS}
 	}
 	if r.opts.OnEvent != nil {
@@ -705,13 +711,13 @@ func isRelease(a snapshot.Action) bool {
 // segment_alloc recorded before that allocation; a new expandable
 // reservation starts at the first recorded segment_map that lies outside
 // every known reservation.
-func (r *Replay) segmentAddress(req SegmentRequest) (uint64, bool) {
+func (r *Replay) segmentAddress(req allocator.SegmentRequest) (uint64, bool) {
 	for k := r.win[0]; k <= r.win[1] && k < len(r.trace); k++ {
 		e := r.trace[k]
 		switch {
 		case !req.Expandable && e.Action == snapshot.ActionSegmentAlloc:
 			return e.Addr, true
-		case req.Expandable && e.Action == snapshot.ActionSegmentMap && r.cur.regions.find(e.Addr) == nil:
+		case req.Expandable && e.Action == snapshot.ActionSegmentMap && !r.cur.InRegion(e.Addr):
 			return e.Addr, true
 		}
 	}
@@ -746,7 +752,7 @@ func (r *Replay) stepFollow() {
 			return
 		}
 		switch {
-		case r.a.pending.get(e.Addr) != nil:
+		case r.a.PendingFree(e.Addr):
 			r.a.CompletePendingFree(e.Addr, e.Stack)
 		case r.a.Allocated(e.Addr):
 			// Its free_requested was not recorded.
@@ -756,7 +762,7 @@ func (r *Replay) stepFollow() {
 		}
 		r.finish(i, i)
 	case snapshot.ActionSnapshot:
-		if r.a.stats.ActiveBytes[PoolAll].Current == e.Size {
+		if r.a.SimulatedStats().ActiveBytes[allocator.PoolAll].Current == e.Size {
 			r.res.Fidelity.SnapshotMarkers.Reproduced++
 		}
 		r.finish(i, i)
@@ -846,12 +852,12 @@ func (r *Replay) followMalloc(i, j int) {
 	isAlloc := e.Action == snapshot.ActionAlloc
 	// The common cases are predicted without trying the call on a copy.
 	if isAlloc {
-		out, addr, allocSize := r.a.predictMalloc(e.Size, r.streams.of(&e))
+		out, addr, allocSize := r.a.PredictMalloc(e.Size, r.streams.of(&e))
 		ok := false
 		switch out {
-		case outcomeCacheHit:
+		case allocator.OutcomeCacheHit:
 			ok = i == j && addr == e.Addr
-		case outcomeNewSegment:
+		case allocator.OutcomeNewSegment:
 			s := r.trace[i]
 			ok = j == i+1 && s.Action == snapshot.ActionSegmentAlloc && s.Size == allocSize && s.Addr == e.Addr && r.streams.of(&s) == r.streams.of(&e)
 		}
@@ -863,7 +869,7 @@ func (r *Replay) followMalloc(i, j int) {
 				return
 			}
 			// The prediction said otherwise; the state is the
-			// simulator's. Not expected: predictMalloc mirrors Malloc.
+			// simulator's. Not expected: PredictMalloc mirrors Malloc.
 			r.diverged(i, j, func() string { return fmt.Sprintf("predicted placement not reproduced (%v)", err) })
 			r.finish(i, j)
 			return
@@ -872,7 +878,7 @@ func (r *Replay) followMalloc(i, j int) {
 		// on a copy: the call would produce the predicted entries, which
 		// are not the recorded ones. Copying the whole state per call made
 		// traces with many such calls quadratic.
-		if out != outcomeUnknown {
+		if out != allocator.OutcomeUnknown {
 			if isRelease(r.trace[i].Action) && r.tryEmptyCache(i, j-1) {
 				return
 			}
@@ -896,11 +902,11 @@ func (r *Replay) followMalloc(i, j int) {
 // keeps the copy if the call produced exactly entries i..j.
 func (r *Replay) tryCall(i, j int) (bool, []snapshot.TraceEntry, error) {
 	e := r.trace[j]
-	c := r.a.clone()
-	c.orderHeldFrees(r.trace[i : j+1])
+	c := r.a.Clone()
+	c.OrderHeldFrees(r.trace[i : j+1])
 	r.win, r.cur = [2]int{i, j}, c
 	_, err := c.Malloc(e.Size, r.streams.of(&e), e.Stack)
-	var oom *OOMError
+	var oom *allocator.OOMError
 	got := c.Trace()
 	if (err == nil || errors.As(err, &oom)) && sameEntries(got, r.trace[i:j+1]) {
 		r.a = c
@@ -918,7 +924,7 @@ func (r *Replay) tryCall(i, j int) (bool, []snapshot.TraceEntry, error) {
 // only where a fallback is possible at all: a release or an oom follows,
 // or a new segment under a finite capacity.
 func (r *Replay) syncedByCall(i int) bool {
-	if r.a.pending.get(r.trace[i].Addr) == nil {
+	if !r.a.PendingFree(r.trace[i].Addr) {
 		return false
 	}
 	k := i
@@ -934,7 +940,7 @@ func (r *Replay) syncedByCall(i int) bool {
 	}
 	fallback := r.trace[j].Action == snapshot.ActionOOM
 	for _, f := range r.trace[k:j] {
-		fallback = fallback || isRelease(f.Action) || r.a.dev.capacity > 0 && isSegmentEvent(f.Action)
+		fallback = fallback || isRelease(f.Action) || r.a.Device().Capacity() > 0 && isSegmentEvent(f.Action)
 	}
 	if !fallback {
 		return false
@@ -951,13 +957,13 @@ func (r *Replay) tryEmptyCache(i, last int) bool {
 		return true
 	}
 	// 2.9: an empty_cache during a capture returns only freeable pools.
-	return r.pools.any && r.a.v.capturesGuardEmptyCache() && r.tryEmptyCacheAs(i, last, true)
+	return r.pools.any && r.a.Version().CapturesGuardEmptyCache() && r.tryEmptyCacheAs(i, last, true)
 }
 
 func (r *Replay) tryEmptyCacheAs(i, last int, capturing bool) bool {
-	c := r.a.clone()
+	c := r.a.Clone()
 	if capturing {
-		c.releaseFreeablePools(c.context(ContextAll, r.trace[i].Stack))
+		c.EmptyCacheCapturing(r.trace[i].Stack)
 	} else {
 		c.EmptyCache(r.trace[i].Stack)
 	}
@@ -1047,7 +1053,7 @@ func (r *Replay) force(i, j int, what func() string) {
 	// The pool of the segment a call creates follows from its request.
 	pool := snapshot.LargePool
 	if last := r.trace[j]; last.Action == snapshot.ActionAlloc || last.Action == snapshot.ActionOOM {
-		if r.cfg.RoundSize(last.Size) <= SmallSize {
+		if r.cfg.RoundSize(last.Size) <= allocator.SmallSize {
 			pool = snapshot.SmallPool
 		}
 	}
@@ -1068,14 +1074,14 @@ func (r *Replay) force(i, j int, what func() string) {
 		case snapshot.ActionAlloc:
 			err = a.ForceMalloc(e.Addr, e.Size, 0, r.streams.of(&e), e.Stack)
 		case snapshot.ActionOOM:
-			a.forceOOM(e, r.streams.of(&e))
+			a.ForceOOM(e, r.streams.of(&e))
 			r.forcedOOMs++
 		case snapshot.ActionFreeCompleted, snapshot.ActionFree:
 			// A fallback's synchronization completed this free inside
 			// the call; the segment_free after it may release its
 			// segment, so it is applied in its place.
 			switch {
-			case a.pending.get(e.Addr) != nil:
+			case a.PendingFree(e.Addr):
 				err = a.CompletePendingFree(e.Addr, e.Stack)
 			case a.Allocated(e.Addr):
 				err = a.Free(e.Addr, e.Stack)
@@ -1090,15 +1096,8 @@ func (r *Replay) force(i, j int, what func() string) {
 	r.finish(i, j)
 }
 
-// forceOOM records a recorded out-of-memory error the simulator did not
-// reproduce: the oom trace entry and num_ooms.
-func (a *Allocator) forceOOM(e snapshot.TraceEntry, stream int64) {
-	a.record(snapshot.ActionOOM, e.Addr, e.Size, stream, a.getPool(a.cfg.RoundSize(e.Size), stream), a.context(ContextState, e.Stack))
-	a.stats.NumOOMs++
-}
-
-func (r *Replay) describePrediction(out mallocOutcome, addr uint64, allocSize int64) string {
-	if out == outcomeCacheHit {
+func (r *Replay) describePrediction(out allocator.MallocOutcome, addr uint64, allocSize int64) string {
+	if out == allocator.OutcomeCacheHit {
 		return fmt.Sprintf("simulator: alloc %#x from the cache", addr)
 	}
 	return fmt.Sprintf("simulator: a new %d-byte segment", allocSize)
@@ -1117,7 +1116,7 @@ func describeEntries(es []snapshot.TraceEntry, err error) string {
 		s += fmt.Sprintf("%s %#x %d", e.Action, e.Addr, e.Size)
 	}
 	if err != nil {
-		var oom *OOMError
+		var oom *allocator.OOMError
 		if !errors.As(err, &oom) {
 			s += fmt.Sprintf(" (error: %v)", err)
 		}
@@ -1157,7 +1156,7 @@ func (r *Replay) stepWhatIf() {
 		}
 		if sa, ok := r.simAddr[e.Addr]; ok {
 			switch {
-			case a.pending.get(sa) != nil:
+			case a.PendingFree(sa):
 				a.CompletePendingFree(sa, e.Stack)
 			case a.Allocated(sa):
 				a.Free(sa, e.Stack)
@@ -1179,53 +1178,12 @@ func (r *Replay) stepWhatIf() {
 		}
 		switch {
 		case r.pools.capturingEmptyCache[i]:
-			a.releaseFreeablePools(a.context(ContextAll, e.Stack))
+			a.EmptyCacheCapturing(e.Stack)
 		case r.emptyCacheAt[i]:
 			a.EmptyCache(e.Stack)
 		}
 	}
 	r.finish(i, i)
-}
-
-// orderHeldFrees puts the frees held for the replay (FreeDeferred) in the
-// order the recorded free_completed entries complete them, so that a
-// synchronization inside the next call frees (and merges) them in the
-// recorded order; PyTorch's own order follows its per-stream event queues
-// in hash-map order, which the trace shows and the replay cannot know.
-func (a *Allocator) orderHeldFrees(entries []snapshot.TraceEntry) {
-	var q *streamQueue
-	for _, s := range a.streams {
-		if s.stream == heldStream {
-			q = s
-		}
-	}
-	if q == nil || len(q.events) < 2 {
-		return
-	}
-	rank := make(map[uint64]int)
-	for _, e := range entries {
-		if e.Action == snapshot.ActionFreeCompleted {
-			if _, ok := rank[e.Addr]; !ok {
-				rank[e.Addr] = len(rank)
-			}
-		}
-	}
-	if len(rank) == 0 {
-		return
-	}
-	slices.SortStableFunc(q.events, func(x, y event) int {
-		rx, okx := rank[x.b.addr]
-		ry, oky := rank[y.b.addr]
-		switch {
-		case okx && oky:
-			return rx - ry
-		case okx:
-			return -1
-		case oky:
-			return 1
-		}
-		return 0
-	})
 }
 
 // ---- private pools ----
@@ -1410,19 +1368,15 @@ func (r *Replay) notePoolReleases(i, j int, own snapshot.PoolID) {
 // count in Pools.AmbiguousBytes.
 func (r *Replay) tryPools(i, j int) bool {
 	cands := []snapshot.PoolID{{}}
-	for _, pp := range r.a.pools {
-		if pp.useCount > 0 {
-			cands = append(cands, pp.id)
-		}
-	}
+	cands = append(cands, r.a.LivePrivatePools()...)
 	e := r.trace[j]
 	matches := 0
 	var chosen *snapshot.PoolID
 	for _, id := range cands {
 		r.a.RouteToPool(id)
 		if e.Action == snapshot.ActionAlloc {
-			out, _, allocSize := r.a.predictMalloc(e.Size, r.streams.of(&e))
-			if out == outcomeNewSegment {
+			out, _, allocSize := r.a.PredictMalloc(e.Size, r.streams.of(&e))
+			if out == allocator.OutcomeNewSegment {
 				s := r.trace[i]
 				if j == i+1 && s.Action == snapshot.ActionSegmentAlloc && s.Size == allocSize && s.Addr == e.Addr {
 					matches++
@@ -1432,7 +1386,7 @@ func (r *Replay) tryPools(i, j int) bool {
 				}
 				continue
 			}
-			if out != outcomeUnknown {
+			if out != allocator.OutcomeUnknown {
 				continue
 			}
 		}

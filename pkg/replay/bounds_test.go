@@ -1,8 +1,9 @@
-package allocator
+package replay
 
 import (
 	"testing"
 
+	"github.com/memstat/memstat/pkg/allocator"
 	"github.com/memstat/memstat/pkg/snapshot"
 )
 
@@ -30,7 +31,7 @@ func TestTraceBounds(t *testing.T) {
 		// Releases at the end of the trace: empty_cache().
 		e(freeReq), e(segFree),
 	}
-	b := traceBounds(trace, V2_9)
+	b := traceBounds(trace, allocator.V2_9)
 	retries, syncs := b["num_alloc_retries"], b["num_sync_all_streams"]
 	if retries.Min != 1 || retries.Max == nil || *retries.Max != 2 {
 		t.Errorf("num_alloc_retries %s, want 1-2", retries)
@@ -38,14 +39,14 @@ func TestTraceBounds(t *testing.T) {
 	if syncs.Min != 3 || syncs.Max != nil {
 		t.Errorf("num_sync_all_streams %s, want >= 3", syncs)
 	}
-	if _, ok := traceBounds(trace, V2_2)["num_sync_all_streams"]; ok {
+	if _, ok := traceBounds(trace, allocator.V2_2)["num_sync_all_streams"]; ok {
 		t.Error("2.2 has no num_sync_all_streams, yet it has a bound")
 	}
 	// Without ambiguity the retries are exact and stay in memory_stats
 	// with the recording's value.
-	exact := traceBounds([]snapshot.TraceEntry{e(segNew), e(alloc), e(oom)}, V2_9)
-	stats := applyBounds([]KeyValue{{"num_alloc_retries", 7}, {"num_sync_all_streams", 1}}, exact)
-	if len(stats) != 1 || stats[0] != (KeyValue{"num_alloc_retries", 1}) {
+	exact := traceBounds([]snapshot.TraceEntry{e(segNew), e(alloc), e(oom)}, allocator.V2_9)
+	stats := applyBounds([]allocator.KeyValue{{Key: "num_alloc_retries", Value: 7}, {Key: "num_sync_all_streams", Value: 1}}, exact)
+	if len(stats) != 1 || stats[0] != (allocator.KeyValue{Key: "num_alloc_retries", Value: 1}) {
 		t.Errorf("exact bound: stats %v", stats)
 	}
 	if _, ok := exact["num_alloc_retries"]; ok {
@@ -70,14 +71,14 @@ func TestBoundString(t *testing.T) {
 func TestRoundTripRegressions(t *testing.T) {
 	for _, c := range []struct {
 		setting string
-		v       Version
+		v       allocator.Version
 		seed    uint64
 		why     string
 	}{
-		{"3 streams+max_split_size_mb:64", V2_7, 5, "a forced call's free_completed entries (the fallback's synchronization) were skipped, so the segment_free after them failed"},
-		{"expandable_segments", V2_1, 4, "totalGlobalMem was inferred from a gap rounded to 20 MiB, making the large pool's reservations too short"},
-		{"expandable_segments", V2_3, 6, "the small reservation's end was not bounded by the large pool's later reservation above it"},
-		{"expandable_segments", V2_10, 70, "an out-of-memory allocation's new reservation, never mapped, sat where the recording later mapped another reservation"},
+		{"3 streams+max_split_size_mb:64", allocator.V2_7, 5, "a forced call's free_completed entries (the fallback's synchronization) were skipped, so the segment_free after them failed"},
+		{"expandable_segments", allocator.V2_1, 4, "totalGlobalMem was inferred from a gap rounded to 20 MiB, making the large pool's reservations too short"},
+		{"expandable_segments", allocator.V2_3, 6, "the small reservation's end was not bounded by the large pool's later reservation above it"},
+		{"expandable_segments", allocator.V2_10, 70, "an out-of-memory allocation's new reservation, never mapped, sat where the recording later mapped another reservation"},
 	} {
 		for _, s := range rtSettings {
 			if s.name != c.setting {

@@ -1,10 +1,11 @@
-package allocator
+package replay
 
 import (
 	"path/filepath"
 	"testing"
 
 	"github.com/memstat/memstat/internal/realdata"
+	"github.com/memstat/memstat/pkg/allocator"
 	"github.com/memstat/memstat/pkg/snapshot"
 )
 
@@ -69,7 +70,7 @@ func TestRealTraces(t *testing.T) {
 					continue
 				}
 				devices++
-				r, err := NewReplay(snap, ReplayOptions{Device: d, CheckEvery: 100})
+				r, err := New(snap, Options{Device: d, CheckEvery: 100})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -132,16 +133,16 @@ func TestRealWhatIf(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			fr, err := NewReplay(snap, ReplayOptions{})
+			fr, err := New(snap, Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
 			rec, _ := fr.Run()
 			v := GuessVersion(snap)
-			run := func(o ReplayOptions) *ReplayResult {
+			run := func(o Options) *Result {
 				t.Helper()
 				o.Mode, o.CheckEvery = WhatIf, 7
-				r, err := NewReplay(snap, o)
+				r, err := New(snap, o)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -155,11 +156,11 @@ func TestRealWhatIf(t *testing.T) {
 				return res
 			}
 			for _, conf := range []string{"max_split_size_mb:128", "expandable_segments:True"} {
-				cfg, err := ParseConfig(conf, v)
+				cfg, err := allocator.ParseConfig(conf, v)
 				if err != nil {
 					t.Fatal(err)
 				}
-				res := run(ReplayOptions{Config: &cfg})
+				res := run(Options{Config: &cfg})
 				for _, k := range []string{"requested_bytes.all.peak", "allocation.all.peak", "requested_bytes.all.current", "allocation.all.current"} {
 					if res.Stat(k) != rec.Stat(k) {
 						t.Errorf("%s: %s = %d, recorded %d", conf, k, res.Stat(k), rec.Stat(k))
@@ -188,7 +189,7 @@ func TestRealWhatIf(t *testing.T) {
 					res.Stat("reserved_bytes.all.peak"), rec.Stat("reserved_bytes.all.peak"), res.SegmentsCreated, rec.SegmentsCreated)
 			}
 			capacity := rec.Stat("allocated_bytes.all.peak") / 2
-			res := run(ReplayOptions{Capacity: capacity})
+			res := run(Options{Capacity: capacity})
 			if res.OOMs.Simulated == 0 || res.Stat("num_ooms") != int64(res.OOMs.Simulated) || res.Stat("reserved_bytes.all.peak") > capacity {
 				t.Errorf("device of %d bytes: ooms %+v, num_ooms %d, reserved peak %d", capacity, res.OOMs, res.Stat("num_ooms"), res.Stat("reserved_bytes.all.peak"))
 			}

@@ -1,10 +1,11 @@
-package allocator
+package replay
 
 import (
 	"encoding/json"
 	"slices"
 	"strconv"
 
+	"github.com/memstat/memstat/pkg/allocator"
 	"github.com/memstat/memstat/pkg/snapshot"
 )
 
@@ -74,7 +75,7 @@ const (
 // The program's calls are the entries it makes directly: alloc, oom,
 // free_requested and snapshot; free_completed and the segment events may
 // come from inside an allocator call.
-func traceBounds(trace []snapshot.TraceEntry, v Version) map[string]Bound {
+func traceBounds(trace []snapshot.TraceEntry, v allocator.Version) map[string]Bound {
 	var ooms, ambiguous, sureEmpty int64
 	released, grew := false, false
 	endGap := func(call snapshot.Action) {
@@ -106,7 +107,7 @@ func traceBounds(trace []snapshot.TraceEntry, v Version) map[string]Bound {
 	out := map[string]Bound{}
 	maxRetries := ooms + ambiguous
 	out["num_alloc_retries"] = Bound{Min: ooms, Max: &maxRetries, Reason: reasonRetries}
-	if v.hasDeviceCounters() {
+	if v.HasDeviceCounters() {
 		out["num_sync_all_streams"] = Bound{Min: ooms + sureEmpty, Reason: reasonSyncs}
 	}
 	return out
@@ -116,11 +117,11 @@ func traceBounds(trace []snapshot.TraceEntry, v Version) map[string]Bound {
 // at least what the final state needed (one cudaMalloc or map per
 // segment), otherwise unknown. (Peaks and cumulative figures of such a
 // device are described by its history note.)
-func noTraceBounds(segments int64, v Version) map[string]Bound {
+func noTraceBounds(segments int64, v allocator.Version) map[string]Bound {
 	out := map[string]Bound{}
 	out["num_alloc_retries"] = Bound{Reason: reasonNoTrace}
 	out["num_ooms"] = Bound{Reason: reasonNoTrace}
-	if v.hasDeviceCounters() {
+	if v.HasDeviceCounters() {
 		out["num_sync_all_streams"] = Bound{Reason: reasonNoTrace}
 		out["num_device_alloc"] = Bound{Min: segments, Reason: reasonNoTrace}
 		out["num_device_free"] = Bound{Reason: reasonNoTrace}
@@ -131,7 +132,7 @@ func noTraceBounds(segments int64, v Version) map[string]Bound {
 // applyBounds moves the bounded keys out of the exact figures. A bound
 // that pins one value is no bound: the figure stays, with that value
 // (the recording's, whatever the simulator counted), and the bound goes.
-func applyBounds(stats []KeyValue, bounds map[string]Bound) []KeyValue {
+func applyBounds(stats []allocator.KeyValue, bounds map[string]Bound) []allocator.KeyValue {
 	out := stats[:0]
 	for _, kv := range stats {
 		b, ok := bounds[kv.Key]
@@ -139,7 +140,7 @@ func applyBounds(stats []KeyValue, bounds map[string]Bound) []KeyValue {
 		case !ok:
 			out = append(out, kv)
 		case b.Exact():
-			out = append(out, KeyValue{kv.Key, b.Min})
+			out = append(out, allocator.KeyValue{Key: kv.Key, Value: b.Min})
 			delete(bounds, kv.Key)
 		}
 	}

@@ -3,12 +3,13 @@ package allocator
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/memstat/memstat/pkg/snapshot"
 )
 
-// This file holds the controls a trace-replay driver needs and PyTorch does
-// not have. They are kept apart from the decision path above: nothing here
+// This file holds the controls a trace-replay driver (pkg/replay, which
+// follows a recording) needs and PyTorch does not have. They are kept apart from the decision path above: nothing here
 // is called by Malloc, Free or EmptyCache.
 //
 //   - Seeding (SeedSegment) builds a starting state for a trace that begins
@@ -23,6 +24,8 @@ import (
 //   - Deferred frees (FreeDeferred, CompletePendingFree) reproduce a
 //     free_requested whose free_completed comes later, without knowing the
 //     streams that delayed it.
+//   - Inspection (the accessors at the end of this file) lets the driver
+//     read the state it compares with a recording without copying it.
 
 // heldStream is the pseudo-stream that FreeDeferred's events wait on. No
 // real stream handle has this value, so only CompletePendingFree, the
@@ -517,4 +520,119 @@ func (r *region) canMap(addr uint64, size, stream int64, pool *blockPool) bool {
 	u := r.blockAt(addr)
 	pages := (size + r.page - 1) / r.page * r.page
 	return u != nil && !u.mapped && addr+uint64(pages) <= u.end()
+}
+
+// ForceOOM records a recorded out-of-memory error the simulator did not
+// reproduce: the oom trace entry and num_ooms.
+func (a *Allocator) ForceOOM(e snapshot.TraceEntry, stream int64) {
+	a.record(snapshot.ActionOOM, e.Addr, e.Size, stream, a.getPool(a.cfg.RoundSize(e.Size), stream), a.context(ContextState, e.Stack))
+	a.stats.NumOOMs++
+}
+
+// OrderHeldFrees puts the frees held for the replay (FreeDeferred) in the
+// order the recorded free_completed entries complete them, so that a
+// synchronization inside the next call frees (and merges) them in the
+// recorded order; PyTorch's own order follows its per-stream event queues
+// in hash-map order, which the trace shows and the replay cannot know.
+func (a *Allocator) OrderHeldFrees(entries []snapshot.TraceEntry) {
+	var q *streamQueue
+	for _, s := range a.streams {
+		if s.stream == heldStream {
+			q = s
+		}
+	}
+	if q == nil || len(q.events) < 2 {
+		return
+	}
+	rank := make(map[uint64]int)
+	for _, e := range entries {
+		if e.Action == snapshot.ActionFreeCompleted {
+			if _, ok := rank[e.Addr]; !ok {
+				rank[e.Addr] = len(rank)
+			}
+		}
+	}
+	if len(rank) == 0 {
+		return
+	}
+	slices.SortStableFunc(q.events, func(x, y event) int {
+		rx, okx := rank[x.b.addr]
+		ry, oky := rank[y.b.addr]
+		switch {
+		case okx && oky:
+			return rx - ry
+		case okx:
+			return -1
+		case oky:
+			return 1
+		}
+		return 0
+	})
+}
+
+// EmptyCacheCapturing is empty_cache() called while a graph is being
+// captured, as 2.9 runs it (Version.CapturesGuardEmptyCache): only the
+// private pools that may be freed return their segments. A driver that
+// sees such a release run in a recording replays it with this.
+func (a *Allocator) EmptyCacheCapturing(stack snapshot.StackID) {
+	a.releaseFreeablePools(a.context(ContextAll, stack))
+}
+
+// ResetForcedOperations restarts the ForcedOperations count: a driver
+// counts only what it forced inside the recorded window, not while
+// building the state before it.
+func (a *Allocator) ResetForcedOperations() { a.forced = 0 }
+
+// ClearTrace empties the trace ring: a driver that compares each call's
+// entries (Trace) with a recording clears it between calls.
+func (a *Allocator) ClearTrace() { a.hist.ring.clear() }
+
+// SimulatedStats is the simulated state's statistics without the segments
+// kept outside the simulation (Stats adds them), read in place: a driver
+// that looks at the peaks after every entry must not copy them each time.
+// The caller must not modify them.
+func (a *Allocator) SimulatedStats() *Stats { return &a.stats }
+
+// UnmodelledStats are the current figures of the segments kept outside the
+// simulation (AddUnmodelled): all of them, and those kept since before
+// MarkWindowStart, which count in the window's peaks too. Read in place;
+// the caller must not modify them.
+func (a *Allocator) UnmodelledStats() (all, fromStart *Stats) {
+	return &a.outside.all, &a.outside.fromStart
+}
+
+// PendingFree reports whether the block at addr waits for its stream
+// events (active_pending_free) before it returns to the cache.
+func (a *Allocator) PendingFree(addr uint64) bool { return a.pending.get(addr) != nil }
+
+// InRegion reports whether addr lies in a simulated region (a cudaMalloc'd
+// segment or an expandable segment's reservation): a driver that dictates
+// where a new reservation starts looks for a recorded map outside all of
+// them.
+func (a *Allocator) InRegion(addr uint64) bool { return a.regions.find(addr) != nil }
+
+// LivePrivatePools are the private pools still in use (use_count > 0),
+// the ones a call of a recording may have been routed to.
+func (a *Allocator) LivePrivatePools() []snapshot.PoolID {
+	var ids []snapshot.PoolID
+	for _, pp := range a.pools {
+		if pp.useCount > 0 {
+			ids = append(ids, pp.id)
+		}
+	}
+	return ids
+}
+
+// NumRegions is the number of simulated regions, in address order; with
+// RegionBase and EachSegmentOfRegions it lets a driver walk the state in
+// parts at once (comparing a state of a million blocks on two cores).
+func (a *Allocator) NumRegions() int { return len(a.regions) }
+
+// RegionBase is the first address of region i.
+func (a *Allocator) RegionBase(i int) uint64 { return a.regions[i].base }
+
+// EachSegmentOfRegions is EachSegment over regions from..to-1. It only
+// reads the allocator: calls on disjoint ranges may run at once.
+func (a *Allocator) EachSegmentOfRegions(from, to int, buf []snapshot.Block, fn func(seg *snapshot.Segment)) {
+	a.eachSegmentOf(a.regions[from:to], buf, fn)
 }

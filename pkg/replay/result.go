@@ -1,7 +1,9 @@
-package allocator
+package replay
 
-// ReplayResult is what a replay of one device's trace found.
-type ReplayResult struct {
+import "github.com/memstat/memstat/pkg/allocator"
+
+// Result is what a replay of one device's trace found.
+type Result struct {
 	Device int `json:"device"`
 	// Mode is "follow" or "what-if".
 	Mode string `json:"mode"`
@@ -19,10 +21,10 @@ type ReplayResult struct {
 
 	// MemoryStats is torch.cuda.memory_stats() at the end of the replay:
 	// PyTorch's flat keys for Version, sorted as PyTorch sorts them.
-	MemoryStats []KeyValue `json:"-"`
+	MemoryStats []allocator.KeyValue `json:"-"`
 	// Stats are the same figures as a struct (all counters, whatever the
 	// version).
-	Stats Stats `json:"-"`
+	Stats allocator.Stats `json:"-"`
 	// Bounds hold the memory_stats figures the recording does not
 	// determine (num_alloc_retries, ...), by flat key; those keys are not
 	// in MemoryStats. Each bound contains the true value.
@@ -65,10 +67,10 @@ type ReplayResult struct {
 
 // Partial reports whether the figures cover only part of the run: the
 // trace starts mid-run, or there is no trace at all.
-func (r *ReplayResult) Partial() bool { return r.History.Coverage != CoverageComplete }
+func (r *Result) Partial() bool { return r.History.Coverage != CoverageComplete }
 
 // Stat returns a memory_stats value by its flat key (0 if absent).
-func (r *ReplayResult) Stat(key string) int64 {
+func (r *Result) Stat(key string) int64 {
 	for _, kv := range r.MemoryStats {
 		if kv.Key == key {
 			return kv.Value
@@ -79,7 +81,7 @@ func (r *ReplayResult) Stat(key string) int64 {
 
 // MemoryStatsMap returns MemoryStats as a map (JSON encoders sort its keys
 // the way PyTorch sorts memory_stats()).
-func (r *ReplayResult) MemoryStatsMap() map[string]int64 {
+func (r *Result) MemoryStatsMap() map[string]int64 {
 	m := make(map[string]int64, len(r.MemoryStats))
 	for _, kv := range r.MemoryStats {
 		m[kv.Key] = kv.Value
@@ -203,11 +205,11 @@ func (a *Agreement) Exact() bool { return a.MismatchCount == 0 }
 type PoolFigures struct {
 	// Final lists the pools at the end of the replay: the default pools
 	// (id (0, 0)) first, then each private pool by id.
-	Final []PoolUsage `json:"final,omitempty"`
+	Final []allocator.PoolUsage `json:"final,omitempty"`
 	// Reserved and Allocated are the private pools' totals: current at
 	// the end, and their peaks over the window.
-	Reserved  Stat `json:"reserved"`
-	Allocated Stat `json:"allocated"`
+	Reserved  allocator.Stat `json:"reserved"`
+	Allocated allocator.Stat `json:"allocated"`
 	// Inferred counts calls whose pool the recording did not say and the
 	// replay found by trying the pools; Ambiguous those where more than
 	// one pool fits, and AmbiguousBytes the segment bytes they created:

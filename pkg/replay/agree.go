@@ -1,4 +1,4 @@
-package allocator
+package replay
 
 import (
 	"cmp"
@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/memstat/memstat/pkg/allocator"
 	"github.com/memstat/memstat/pkg/snapshot"
 )
 
@@ -35,36 +36,37 @@ func (r *Replay) agree() *Agreement {
 }
 
 // compareStates fills ag with the differences between a's segments and
-// the snapshot's, snap (sorted by address, as NewReplay sorts r.final).
+// the snapshot's, snap (sorted by address, as New sorts r.final).
 // Requested sizes are compared where the replay can know them: for active
 // blocks, and for free blocks of segments the trace created or left
 // untouched (free blocks of a rebuilt starting state keep stale values
 // from before the recording).
 //
 // Both sides are walked once in address order, one replayed segment at a
-// time (see eachSegment): a copy of the whole replayed state and maps of
+// time (see EachSegment): a copy of the whole replayed state and maps of
 // its segments and blocks cost a third of the memory of replaying a 1 GB
 // snapshot. A large state is walked in two halves of the address space at
 // once, on two cores. The differences are listed as they were when the
 // comparison went through the snapshot's segments and then the replay's:
 // the snapshot's first, then the replayed segments it lacks.
-func compareStates(a *Allocator, snap []*snapshot.Segment, exact map[uint64]bool, seeded spans, ag *Agreement) {
+func compareStates(a *allocator.Allocator, snap []*snapshot.Segment, exact map[uint64]bool, seeded spans, ag *Agreement) {
 	ag.Segments.Snapshot = len(snap)
 	for _, s := range snap {
 		ag.Blocks.Snapshot += len(s.Blocks)
 	}
 	var parts []*rangeComparison
-	if len(a.regions) < splitCompareRegions {
-		parts = []*rangeComparison{compareRange(a, a.regions, snap, exact, seeded)}
+	n := a.NumRegions()
+	if n < splitCompareRegions {
+		parts = []*rangeComparison{compareRange(a, 0, n, snap, exact, seeded)}
 	} else {
 		// Every region below mid ends before regions[mid] begins, so the
 		// snapshot's segments split at its base.
-		mid := len(a.regions) / 2
-		cut, _ := slices.BinarySearchFunc(snap, a.regions[mid].base, func(s *snapshot.Segment, addr uint64) int { return cmp.Compare(s.Address, addr) })
+		mid := n / 2
+		cut, _ := slices.BinarySearchFunc(snap, a.RegionBase(mid), func(s *snapshot.Segment, addr uint64) int { return cmp.Compare(s.Address, addr) })
 		parts = make([]*rangeComparison, 2)
 		done := make(chan struct{})
-		go func() { parts[1] = compareRange(a, a.regions[mid:], snap[cut:], exact, seeded); close(done) }()
-		parts[0] = compareRange(a, a.regions[:mid], snap[:cut], exact, seeded)
+		go func() { parts[1] = compareRange(a, mid, n, snap[cut:], exact, seeded); close(done) }()
+		parts[0] = compareRange(a, 0, mid, snap[:cut], exact, seeded)
 		<-done
 	}
 	for _, p := range parts {
@@ -101,7 +103,7 @@ type rangeComparison struct {
 	nExtra int
 }
 
-func compareRange(a *Allocator, rs regions, snap []*snapshot.Segment, exact map[uint64]bool, seeded spans) *rangeComparison {
+func compareRange(a *allocator.Allocator, from, to int, snap []*snapshot.Segment, exact map[uint64]bool, seeded spans) *rangeComparison {
 	rc := &rangeComparison{}
 	ag := &rc.Agreement
 	mismatch := func(format string, args ...any) {
@@ -114,7 +116,7 @@ func compareRange(a *Allocator, rs regions, snap []*snapshot.Segment, exact map[
 		mismatch("segment %#x (%d bytes, %s pool) is in the snapshot, not in the replay", s.Address, s.TotalSize, s.Pool)
 	}
 	k := 0 // the next snapshot segment
-	a.eachSegmentOf(rs, nil, func(m *snapshot.Segment) {
+	a.EachSegmentOfRegions(from, to, nil, func(m *snapshot.Segment) {
 		ag.Segments.Replayed++
 		ag.Blocks.Replayed += len(m.Blocks)
 		for ; k < len(snap) && snap[k].Address < m.Address; k++ {
@@ -268,8 +270,8 @@ func (r *Replay) reconcile() {
 	// Live blocks the snapshot does not have live (with that size). Only
 	// those are kept, then changed: a list of every live block cost as
 	// much as the state itself on a large replay.
-	var live []BlockInfo
-	a.Blocks(func(b BlockInfo) bool {
+	var live []allocator.BlockInfo
+	a.Blocks(func(b allocator.BlockInfo) bool {
 		if !b.State.Active() {
 			return true
 		}
@@ -305,7 +307,7 @@ func (r *Replay) reconcile() {
 		size int64
 	}
 	var unused []freeSegment
-	a.eachSegment(nil, func(s *snapshot.Segment) {
+	a.EachSegment(nil, func(s *snapshot.Segment) {
 		if snapSegs[s.Address] == nil && len(s.Blocks) == 1 && s.Blocks[0].State == snapshot.Inactive {
 			unused = append(unused, freeSegment{s.Address, s.TotalSize})
 		}
@@ -346,7 +348,7 @@ func (r *Replay) reconcile() {
 			}
 		}
 	}
-	a.hist.ring.clear()
+	a.ClearTrace()
 	ag.Reconciled = freed + completed + released + added + placed + kept
 	var notes []string
 	if freed > 0 {

@@ -1,4 +1,4 @@
-package allocator
+package replay
 
 import (
 	"bytes"
@@ -13,21 +13,22 @@ import (
 	"testing"
 	"time"
 
+	"github.com/memstat/memstat/pkg/allocator"
 	"github.com/memstat/memstat/pkg/snapshot"
 )
 
 // recordWorkload runs a seeded random workload on a recording allocator
 // and returns the snapshot it ends with and the allocator itself.
-func recordWorkload(t *testing.T, pc propCase, seed uint64, ops, maxEntries int) (*snapshot.Snapshot, *Allocator) {
+func recordWorkload(t *testing.T, pc propCase, seed uint64, ops, maxEntries int) (*snapshot.Snapshot, *allocator.Allocator) {
 	s, a, _ := recordWorkloadCounting(t, pc, seed, ops, maxEntries)
 	return s, a
 }
 
 // recordWorkloadCounting also returns how many times the workload called
 // empty_cache().
-func recordWorkloadCounting(t *testing.T, pc propCase, seed uint64, ops, maxEntries int) (*snapshot.Snapshot, *Allocator, int64) {
+func recordWorkloadCounting(t *testing.T, pc propCase, seed uint64, ops, maxEntries int) (*snapshot.Snapshot, *allocator.Allocator, int64) {
 	t.Helper()
-	cfg, err := ParseConfig(pc.conf, pc.v)
+	cfg, err := allocator.ParseConfig(pc.conf, pc.v)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,11 +37,11 @@ func recordWorkloadCounting(t *testing.T, pc propCase, seed uint64, ops, maxEntr
 	for i := range 4 {
 		stacks.InternFrames([]snapshot.Frame{{Name: fmt.Sprint("f", i), Filename: "w.py", Line: int64(i)}})
 	}
-	a, err := New(cfg, Options{Capacity: pc.capacity, Stacks: stacks})
+	a, err := allocator.New(cfg, allocator.Options{Capacity: pc.capacity, Stacks: stacks})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := a.RecordHistory(HistoryOptions{Enabled: HistoryAll, Context: ContextAll, MaxEntries: maxEntries}); err != nil {
+	if err := a.RecordHistory(allocator.HistoryOptions{Enabled: allocator.HistoryAll, Context: allocator.ContextAll, MaxEntries: maxEntries}); err != nil {
 		t.Fatal(err)
 	}
 	w := &workload{t: t, rng: rand.New(rand.NewPCG(seed, 5)), a: a, conf: pc.conf, scale: pc.scale, streams: pc.streams, pools: pc.pools}
@@ -63,22 +64,22 @@ func recordWorkloadCounting(t *testing.T, pc propCase, seed uint64, ops, maxEntr
 }
 
 var roundTripCases = []propCase{
-	{conf: "", v: Latest, streams: []int64{0}, scale: 200 << 20},
-	{conf: "", v: Latest, capacity: 1 << 30, streams: []int64{0, 7, 9}, scale: 300 << 20},
-	{conf: "max_split_size_mb:40", v: Latest, capacity: 2 << 30, streams: []int64{0, 3}, scale: 400 << 20},
-	{conf: "max_split_size_mb:64,max_non_split_rounding_mb:100", v: V2_6, capacity: 1 << 30, streams: []int64{0}, scale: 300 << 20},
-	{conf: "expandable_segments:True", v: Latest, streams: []int64{0, 5}, scale: 200 << 20},
-	{conf: "expandable_segments:True", v: Latest, capacity: 600 << 20, streams: []int64{0, 5}, scale: 150 << 20},
-	{conf: "roundup_power2_divisions:[1:2,4:4,>:8]", v: V2_9, capacity: 1 << 30, streams: []int64{0, 1}, scale: 300 << 20},
-	{conf: "", v: V2_1, capacity: 1 << 30, streams: []int64{0, 2}, scale: 300 << 20},
+	{conf: "", v: allocator.Latest, streams: []int64{0}, scale: 200 << 20},
+	{conf: "", v: allocator.Latest, capacity: 1 << 30, streams: []int64{0, 7, 9}, scale: 300 << 20},
+	{conf: "max_split_size_mb:40", v: allocator.Latest, capacity: 2 << 30, streams: []int64{0, 3}, scale: 400 << 20},
+	{conf: "max_split_size_mb:64,max_non_split_rounding_mb:100", v: allocator.V2_6, capacity: 1 << 30, streams: []int64{0}, scale: 300 << 20},
+	{conf: "expandable_segments:True", v: allocator.Latest, streams: []int64{0, 5}, scale: 200 << 20},
+	{conf: "expandable_segments:True", v: allocator.Latest, capacity: 600 << 20, streams: []int64{0, 5}, scale: 150 << 20},
+	{conf: "roundup_power2_divisions:[1:2,4:4,>:8]", v: allocator.V2_9, capacity: 1 << 30, streams: []int64{0, 1}, scale: 300 << 20},
+	{conf: "", v: allocator.V2_1, capacity: 1 << 30, streams: []int64{0, 2}, scale: 300 << 20},
 	// Private pools: 2.9+ traces say each entry's pool; 2.8 and 2.1
 	// traces leave it to the addresses. (2.1 is the oldest release whose
 	// segments carry segment_pool_id; a 2.0 snapshot cannot say which
 	// segments a private pool held.)
-	{conf: "", v: V2_9, streams: []int64{0, 4}, scale: 200 << 20, pools: true},
-	{conf: "", v: V2_8, streams: []int64{0, 4}, scale: 200 << 20, pools: true},
-	{conf: "", v: V2_1, capacity: 1 << 30, streams: []int64{0}, scale: 200 << 20, pools: true},
-	{conf: "expandable_segments:True", v: Latest, streams: []int64{0, 5}, scale: 200 << 20, pools: true},
+	{conf: "", v: allocator.V2_9, streams: []int64{0, 4}, scale: 200 << 20, pools: true},
+	{conf: "", v: allocator.V2_8, streams: []int64{0, 4}, scale: 200 << 20, pools: true},
+	{conf: "", v: allocator.V2_1, capacity: 1 << 30, streams: []int64{0}, scale: 200 << 20, pools: true},
+	{conf: "expandable_segments:True", v: allocator.Latest, streams: []int64{0, 5}, scale: 200 << 20, pools: true},
 }
 
 // TestReplayRoundTrip records random workloads (several streams,
@@ -102,7 +103,7 @@ func TestReplayRoundTrip(t *testing.T) {
 		for seed := uint64(1); seed <= 3; seed++ {
 			t.Run(fmt.Sprintf("%d-%s-%q-seed%d", ci, pc.v, pc.conf, seed), func(t *testing.T) {
 				s, rec, emptyCaches := recordWorkloadCounting(t, pc, seed, ops, 0)
-				r, err := NewReplay(s, ReplayOptions{Version: pc.v, CheckEvery: 1})
+				r, err := New(s, Options{Version: pc.v, CheckEvery: 1})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -116,7 +117,7 @@ func TestReplayRoundTrip(t *testing.T) {
 				// any pool, and best fit may then decide otherwise than
 				// recorded until the state is forced back. The figures
 				// stay exact; the simulator's own decisions need not.
-				guessed := pc.pools && !pc.v.tracesPoolID()
+				guessed := pc.pools && !pc.v.TracesPoolID()
 				if f.Unapplied != 0 || !guessed && (!f.SegmentEvents.Complete() || !f.Placements.Complete() || f.Divergences != 0 || f.ForcedOperations != 0) {
 					t.Fatalf("fidelity %+v", *f)
 				}
@@ -177,7 +178,7 @@ func TestReplayMidRun(t *testing.T) {
 	}
 	var placed, recorded int
 	for ci, pc := range roundTripCases {
-		if pc.pools && (!pc.v.tracesPoolID() || pc.conf != "") {
+		if pc.pools && (!pc.v.TracesPoolID() || pc.conf != "") {
 			// Mid-run, a trace that does not say its pools leaves the
 			// pools of the segments it starts with to the final
 			// snapshot, and those freed inside the window to
@@ -193,7 +194,7 @@ func TestReplayMidRun(t *testing.T) {
 		for seed := uint64(1); seed <= 3; seed++ {
 			t.Run(fmt.Sprintf("%d-%s-%q-seed%d", ci, pc.v, pc.conf, seed), func(t *testing.T) {
 				s, rec := recordWorkload(t, pc, seed, ops, 700)
-				r, err := NewReplay(s, ReplayOptions{Version: pc.v, CheckEvery: 1})
+				r, err := New(s, Options{Version: pc.v, CheckEvery: 1})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -217,11 +218,10 @@ func TestReplayMidRun(t *testing.T) {
 				// Current values are the recorder's; counters cover the
 				// window only.
 				want, got := rec.Stats(), res.Stats
-				for i, arr := range want.arrays() {
-					for p := range arr {
-						if arr[p].Current != got.arrays()[i][p].Current {
-							t.Errorf("stat %d pool %d: current %d, recorder %d", i, p, got.arrays()[i][p].Current, arr[p].Current)
-						}
+				gs := got.MemoryStats(pc.v)
+				for i, kv := range want.MemoryStats(pc.v) {
+					if strings.HasSuffix(kv.Key, ".current") && gs[i].Value != kv.Value {
+						t.Errorf("%s: %d, recorder %d", kv.Key, gs[i].Value, kv.Value)
 					}
 				}
 				t.Logf("%d pre-existing segments, %d live blocks; segment events %d/%d, placements %d/%d",
@@ -256,7 +256,7 @@ func TestReplayDivergenceIsForced(t *testing.T) {
 	// would need the state; instead drop the alloc entirely and keep its
 	// frees: they become unapplied, everything else must go on.
 	tr[i].Action = snapshot.ActionUserDefined
-	r, err := NewReplay(s, ReplayOptions{Version: Latest, CheckEvery: 1})
+	r, err := New(s, Options{Version: allocator.Latest, CheckEvery: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -286,9 +286,9 @@ func TestReplayStepAPI(t *testing.T) {
 	s, _ := recordWorkload(t, roundTripCases[1], 2, 500, 0)
 	var seen []int
 	var reserved []int64
-	r, err := NewReplay(s, ReplayOptions{Version: Latest, OnEvent: func(i int, e snapshot.TraceEntry, a *Allocator) {
+	r, err := New(s, Options{Version: allocator.Latest, OnEvent: func(i int, e snapshot.TraceEntry, a *allocator.Allocator) {
 		seen = append(seen, i)
-		reserved = append(reserved, a.Stats().ReservedBytes[PoolAll].Current)
+		reserved = append(reserved, a.Stats().ReservedBytes[allocator.PoolAll].Current)
 	}})
 	if err != nil {
 		t.Fatal(err)
@@ -328,7 +328,7 @@ func TestReplayStepAPI(t *testing.T) {
 	if peak != res.PeakReserved.Bytes || reserved[res.PeakReserved.Index] != peak {
 		t.Errorf("peak reserved %+v, OnEvent max %d", res.PeakReserved, peak)
 	}
-	again, _ := NewReplay(s, ReplayOptions{Version: Latest})
+	again, _ := New(s, Options{Version: allocator.Latest})
 	res2, _ := again.Run()
 	if !reflect.DeepEqual(res.MemoryStats, res2.MemoryStats) {
 		t.Error("stepped and straight runs differ")
@@ -341,17 +341,17 @@ func TestReplayStepAPI(t *testing.T) {
 // memory where the recording did not.
 func TestReplayWhatIf(t *testing.T) {
 	s, _ := recordWorkload(t, roundTripCases[0], 3, 1500, 700)
-	follow, err := NewReplay(s, ReplayOptions{Version: Latest})
+	follow, err := New(s, Options{Version: allocator.Latest})
 	if err != nil {
 		t.Fatal(err)
 	}
 	fres, _ := follow.Run()
 	for _, conf := range []string{"", "max_split_size_mb:64", "expandable_segments:True", "roundup_power2_divisions:4,garbage_collection_threshold:0.5"} {
-		cfg, err := ParseConfig(conf, Latest)
+		cfg, err := allocator.ParseConfig(conf, allocator.Latest)
 		if err != nil {
 			t.Fatal(err)
 		}
-		r, err := NewReplay(s, ReplayOptions{Mode: WhatIf, Config: &cfg, CheckEvery: 1})
+		r, err := New(s, Options{Mode: WhatIf, Config: &cfg, CheckEvery: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -372,7 +372,7 @@ func TestReplayWhatIf(t *testing.T) {
 				res.Stat("reserved_bytes.all.peak"), res.Stat("allocated_bytes.all.peak"), res.OOMs.Simulated)
 		}
 	}
-	r, err := NewReplay(s, ReplayOptions{Mode: WhatIf, Capacity: 300 << 20, CheckEvery: 1})
+	r, err := New(s, Options{Mode: WhatIf, Capacity: 300 << 20, CheckEvery: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -389,14 +389,14 @@ func TestReplayWhatIf(t *testing.T) {
 // leaves the original untouched. The field count guards the clone against
 // new Allocator fields it does not know about.
 func TestCloneIsIndependent(t *testing.T) {
-	if n := reflect.TypeOf(Allocator{}).NumField(); n != 29 {
+	if n := reflect.TypeOf(allocator.Allocator{}).NumField(); n != 29 {
 		t.Fatalf("Allocator has %d fields; update clone() for the new ones and this count", n)
 	}
 	for _, pc := range []propCase{roundTripCases[1], roundTripCases[5]} {
 		_, a := recordWorkload(t, pc, 1, 800, 0)
 		before := layout(a.Segments(), 0)
 		st := a.Stats()
-		c := a.clone()
+		c := a.Clone()
 		if err := c.CheckInvariants(); err != nil {
 			t.Fatal(err)
 		}
@@ -419,29 +419,29 @@ func TestCloneIsIndependent(t *testing.T) {
 // TestGuessVersionAndSettings: the version follows the schema, and the
 // recorded settings become the configuration.
 func TestGuessVersionAndSettings(t *testing.T) {
-	for _, v := range []Version{V2_0, V2_1, V2_2, V2_3, V2_5, V2_8, V2_10} {
-		cfg := DefaultConfig(v)
-		a, _ := New(cfg, Options{})
-		a.RecordHistory(HistoryOptions{Enabled: HistoryAll})
+	for _, v := range []allocator.Version{allocator.V2_0, allocator.V2_1, allocator.V2_2, allocator.V2_3, allocator.V2_5, allocator.V2_8, allocator.V2_10} {
+		cfg := allocator.DefaultConfig(v)
+		a, _ := allocator.New(cfg, allocator.Options{})
+		a.RecordHistory(allocator.HistoryOptions{Enabled: allocator.HistoryAll})
 		a.Malloc(1000, 0, 0)
 		if got := GuessVersion(a.Snapshot()); got != v {
 			t.Errorf("snapshot of %s guessed as %s", v, got)
 		}
 	}
 	st := &snapshot.AllocatorSettings{AllocConf: "max_split_size_mb:64,max_non_split_rounding_mb:100", MaxSplitSize: 64 << 20}
-	cfg, notes := ConfigFromSettings(st, V2_6)
+	cfg, notes := ConfigFromSettings(st, allocator.V2_6)
 	if cfg.MaxSplitSize != 64<<20 || cfg.MaxNonSplitRounding != 100<<20 || len(notes) != 0 {
 		t.Errorf("config %s, notes %v", cfg, notes)
 	}
-	cfg, notes = ConfigFromSettings(st, V2_5)
+	cfg, notes = ConfigFromSettings(st, allocator.V2_5)
 	if cfg.MaxSplitSize != 64<<20 || len(notes) != 1 {
 		t.Errorf("2.5: config %s, notes %v", cfg, notes)
 	}
 }
 
 // statsDiff lists the memory_stats keys whose values differ.
-func statsDiff(got, want Stats) string {
-	g, w := got.memoryStats(Latest), want.memoryStats(Latest)
+func statsDiff(got, want allocator.Stats) string {
+	g, w := got.MemoryStats(allocator.Latest), want.MemoryStats(allocator.Latest)
 	var out []string
 	for i := range g {
 		if g[i] != w[i] {
@@ -471,11 +471,11 @@ func TestResultDoesNotKeepTheReplayAlive(t *testing.T) {
 	}
 }
 
-func replayAndDrop(t *testing.T) ([]*ReplayResult, *atomic.Bool) {
+func replayAndDrop(t *testing.T) ([]*Result, *atomic.Bool) {
 	s, _ := recordWorkload(t, roundTripCases[0], 1, 400, 0)
 	collected := new(atomic.Bool)
 	runtime.AddCleanup(s, func(b *atomic.Bool) { b.Store(true) }, collected)
-	r, err := NewReplay(s, ReplayOptions{})
+	r, err := New(s, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -483,14 +483,14 @@ func replayAndDrop(t *testing.T) ([]*ReplayResult, *atomic.Bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return []*ReplayResult{res}, collected
+	return []*Result{res}, collected
 }
 
 // checkPoolFigures: the replay's per-pool figures at the end are the
 // recorder's, pool by pool, and its private totals are too.
-func checkPoolFigures(t *testing.T, res *ReplayResult, rec *Allocator) {
+func checkPoolFigures(t *testing.T, res *Result, rec *allocator.Allocator) {
 	t.Helper()
-	var want []PoolUsage
+	var want []allocator.PoolUsage
 	for _, u := range rec.PoolUsages() {
 		// A pool with no segment left cannot be seen in the snapshot.
 		if u.ID.IsDefault() || u.Segments > 0 {
@@ -498,7 +498,7 @@ func checkPoolFigures(t *testing.T, res *ReplayResult, rec *Allocator) {
 			want = append(want, u)
 		}
 	}
-	var got []PoolUsage
+	var got []allocator.PoolUsage
 	for _, u := range res.Pools.Final {
 		if u.ID.IsDefault() || u.Segments > 0 {
 			u.Kind, u.UseCount, u.Freeable, u.PeakReserved, u.PeakAllocated = 0, 0, false, 0, 0
@@ -531,7 +531,7 @@ func TestReplayPoolsMidRun(t *testing.T) {
 		for seed := uint64(1); seed <= 2; seed++ {
 			t.Run(fmt.Sprintf("%d-%s-%q-seed%d", ci, pc.v, pc.conf, seed), func(t *testing.T) {
 				s, rec := recordWorkload(t, pc, seed, 1500, 700)
-				r, err := NewReplay(s, ReplayOptions{Version: pc.v, CheckEvery: 1})
+				r, err := New(s, Options{Version: pc.v, CheckEvery: 1})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -561,11 +561,25 @@ func TestReplayPoolsMidRun(t *testing.T) {
 	}
 }
 
-func statByKey(a *Allocator, key string) int64 {
+func statByKey(a *allocator.Allocator, key string) int64 {
 	for _, kv := range a.MemoryStats() {
 		if kv.Key == key {
 			return kv.Value
 		}
 	}
 	return 0
+}
+
+// layout renders the blocks of every snapshot segment as
+// "[+off:size state req]" with offsets from origin.
+func layout(segs []snapshot.Segment, origin uint64) string {
+	var parts []string
+	for _, sg := range segs {
+		var bs []string
+		for _, b := range sg.Blocks {
+			bs = append(bs, fmt.Sprintf("[+%d:%d %s %d]", int64(b.Address-origin), b.Size, b.State, b.RequestedSize))
+		}
+		parts = append(parts, strings.Join(bs, ""))
+	}
+	return strings.Join(parts, " | ")
 }

@@ -1,0 +1,38 @@
+package replay
+
+import (
+	"testing"
+
+	"github.com/memstat/memstat/pkg/allocator"
+)
+
+// A recording with a map larger than the default device's reservation
+// replays (the device memory is raised to fit it) instead of panicking.
+func TestReplayMapLargerThanDefaultReservation(t *testing.T) {
+	cfg, err := allocator.ParseConfig("expandable_segments:True", allocator.Latest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := allocator.New(cfg, allocator.Options{TotalMemory: 100 * allocator.GiB})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.RecordHistory(allocator.HistoryOptions{Enabled: allocator.HistoryAll, Context: allocator.ContextAll}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Malloc(91*allocator.GiB, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	snap := a.Snapshot()
+	for _, mode := range []Mode{Follow, WhatIf} {
+		r, err := New(snap, Options{Mode: mode})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for r.Step() == nil {
+		}
+		if got := r.Result().Stats.AllocatedBytes[0].Peak; got != 91*allocator.GiB {
+			t.Errorf("%v: peak allocated %d, want %d", mode, got, int64(91*allocator.GiB))
+		}
+	}
+}
