@@ -8,6 +8,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -16,6 +18,7 @@ import (
 	"github.com/memstat/memstat/internal/golden"
 	"github.com/memstat/memstat/internal/iostreams"
 	"github.com/memstat/memstat/pkg/allocator"
+	"github.com/memstat/memstat/pkg/analysis"
 	"github.com/memstat/memstat/pkg/replay"
 	"github.com/memstat/memstat/pkg/snapshot"
 	"github.com/memstat/memstat/pkg/workload"
@@ -477,24 +480,60 @@ func TestPoolsRoundTrip(t *testing.T) {
 	mvCheck(t, files...)
 }
 
-// mvCheck runs ../shared/tools/mv_check.cjs (the web viewer's own parser
-// and timeline code) on each file; it needs node and the viewer's two
-// files beside the script.
+// MemoryVizEnv names a folder holding PyTorch's torch/utils/viz/MemoryViz.js
+// and process_alloc_data.js (never committed here); with it, mvCheck runs
+// ../shared/tools/mv_check.cjs, the web viewer's own parser and timeline
+// code, on the recordings.
+const MemoryVizEnv = "MEMSTAT_MEMORYVIZ"
+
+// mvCheck runs ../shared/tools/mv_check.cjs on each file, in a scratch
+// folder beside the viewer's two files from $MEMSTAT_MEMORYVIZ: the viewer
+// must parse the file and draw its timelines, and its segment timeline
+// must peak at the recording's peak reserved memory (every pool's
+// segments counted). It skips, saying how to run it, without node or the
+// viewer's files.
 func mvCheck(t *testing.T, files ...string) {
 	t.Helper()
 	node, err := exec.LookPath("node")
 	if err != nil {
-		t.Log("node not on the PATH; skipping mv_check.cjs")
-		return
+		t.Skip("node not on the PATH; skipping mv_check.cjs")
 	}
-	dir := filepath.Join(moduleRoot(t), "..", "shared", "tools")
-	if _, err := os.Stat(filepath.Join(dir, "MemoryViz.js")); err != nil {
-		t.Logf("%s has no MemoryViz.js beside mv_check.cjs; skipping it", dir)
-		return
+	viz := os.Getenv(MemoryVizEnv)
+	if viz == "" {
+		t.Skipf("mv_check.cjs skipped: set %s to a folder holding PyTorch's torch/utils/viz/MemoryViz.js and process_alloc_data.js to run it", MemoryVizEnv)
 	}
+	dir := t.TempDir()
+	for _, src := range []string{
+		filepath.Join(moduleRoot(t), "..", "shared", "tools", "mv_check.cjs"),
+		filepath.Join(viz, "MemoryViz.js"),
+		filepath.Join(viz, "process_alloc_data.js"),
+	} {
+		data, err := os.ReadFile(src)
+		if err != nil {
+			t.Fatalf("mv_check.cjs needs %s: %v", src, err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, filepath.Base(src)), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	peakRe := regexp.MustCompile(`Active Cached Segment Timeline: .* peak_bytes=(\d+)`)
 	for _, f := range files {
-		if out, err := exec.Command(node, filepath.Join(dir, "mv_check.cjs"), f).CombinedOutput(); err != nil {
+		out, err := exec.Command(node, filepath.Join(dir, "mv_check.cjs"), f).CombinedOutput()
+		if err != nil {
 			t.Errorf("mv_check.cjs %s: %v\n%s", f, err, out)
+			continue
+		}
+		s, err := snapshot.Load(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rp, err := analysis.Replay(s, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := peakRe.FindSubmatch(out)
+		if m == nil || string(m[1]) != strconv.FormatInt(rp.Result.PeakReserved.Bytes, 10) {
+			t.Errorf("mv_check.cjs %s: the viewer's segment timeline does not peak at the %d bytes reserved at the peak:\n%s", f, rp.Result.PeakReserved.Bytes, out)
 		}
 	}
 }
