@@ -42,7 +42,13 @@ func AddAllFramesFlag(cmd *cobra.Command, all *bool) {
 // ReplayDevice replays one device, printing the replay's warnings to
 // errOut.
 func ReplayDevice(errOut io.Writer, file string, s *snapshot.Snapshot, device int) (*analysis.Replayed, error) {
-	rp, err := analysis.Replay(s, device)
+	return ReplayDeviceFor(errOut, file, s, device, analysis.Want{})
+}
+
+// ReplayDeviceFor is ReplayDevice capturing the states want names in the
+// same replay (analysis.ReplayFor).
+func ReplayDeviceFor(errOut io.Writer, file string, s *snapshot.Snapshot, device int, want analysis.Want) (*analysis.Replayed, error) {
+	rp, err := analysis.ReplayFor(s, device, want)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", file, err)
 	}
@@ -56,13 +62,19 @@ func ReplayDevice(errOut io.Writer, file string, s *snapshot.Snapshot, device in
 // data it says so on errOut and returns none: the command still prints its
 // (empty) report.
 func ReplayEach[T any](errOut io.Writer, file string, s *snapshot.Snapshot, device int, analyse func(*analysis.Replayed) (T, error)) ([]T, error) {
+	return ReplayEachFor(errOut, file, s, device, analysis.Want{}, analyse)
+}
+
+// ReplayEachFor is ReplayEach whose replays capture the states want names
+// (the ones analyse asks for), so that analyse does not replay again.
+func ReplayEachFor[T any](errOut io.Writer, file string, s *snapshot.Snapshot, device int, want analysis.Want, analyse func(*analysis.Replayed) (T, error)) ([]T, error) {
 	devices, err := SelectDevices(file, s, device)
 	if err != nil {
 		return nil, err
 	}
 	var out []T
 	for _, d := range devices {
-		rp, err := ReplayDevice(errOut, file, s, d)
+		rp, err := ReplayDeviceFor(errOut, file, s, d, want)
 		if err != nil {
 			return nil, err
 		}

@@ -1,7 +1,9 @@
 package analysis
 
 import (
+	"errors"
 	"fmt"
+	"io"
 	"slices"
 
 	"github.com/memstat/memstat/pkg/allocator"
@@ -31,7 +33,7 @@ type Replayed struct {
 	// lastAlloc is the last alloc entry at each address; finalActive the
 	// final snapshot's active blocks by address.
 	lastAlloc   map[uint64]int
-	finalActive map[uint64]snapshot.Block
+	finalActive map[uint64]*snapshot.Block
 	// firstFree is the stack of the first event at an address when that
 	// event is a free: the block was allocated before the trace began,
 	// and where it was freed is all the trace says about it.
@@ -42,7 +44,14 @@ type Replayed struct {
 
 // Replay replays one device of a snapshot.
 func Replay(s *snapshot.Snapshot, device int) (*Replayed, error) {
-	return ReplayObserved(s, device, nil, nil)
+	return ReplayObservedFor(s, device, Want{}, nil, nil)
+}
+
+// ReplayFor is Replay that also captures, in the same single replay, the
+// states want names, so that the analyses asking for them (FindPeak,
+// ExplainOOMs, Segments) do not replay the trace a second time.
+func ReplayFor(s *snapshot.Snapshot, device int, want Want) (*Replayed, error) {
+	return ReplayObservedFor(s, device, want, nil, nil)
 }
 
 // ReplayObserved is Replay with two observers of the same single replay,
@@ -51,19 +60,38 @@ func Replay(s *snapshot.Snapshot, device int) (*Replayed, error) {
 // is rebuilt; each, if set, is called after every trace entry as
 // replay.Options.OnEvent is.
 func ReplayObserved(s *snapshot.Snapshot, device int, start func(a *allocator.Allocator), each func(i int, e snapshot.TraceEntry, a *allocator.Allocator)) (*Replayed, error) {
+	return ReplayObservedFor(s, device, Want{}, start, each)
+}
+
+// ReplayObservedFor is ReplayObserved capturing the states want names
+// (see ReplayFor).
+func ReplayObservedFor(s *snapshot.Snapshot, device int, want Want, start func(a *allocator.Allocator), each func(i int, e snapshot.TraceEntry, a *allocator.Allocator)) (*Replayed, error) {
 	trace := s.Trace(device)
 	rp := &Replayed{
 		Snap: s, Device: device,
 		Allocated: make([]int64, len(trace)), Reserved: make([]int64, len(trace)),
 		Phases:      PhasesOf(s, device),
 		lastAlloc:   make(map[uint64]int),
-		finalActive: make(map[uint64]snapshot.Block),
+		finalActive: make(map[uint64]*snapshot.Block),
 		firstFree:   make(map[uint64]snapshot.StackID),
 	}
 	r, err := replay.New(s, replay.Options{Device: device, OnEvent: func(i int, e snapshot.TraceEntry, a *allocator.Allocator) {
 		st := a.Stats()
 		rp.Allocated[i] = st.AllocatedBytes[allocator.PoolAll].Current
 		rp.Reserved[i] = st.ReservedBytes[allocator.PoolAll].Current
+		switch e.Action {
+		case snapshot.ActionAlloc:
+			rp.lastAlloc[e.Addr] = i
+		case snapshot.ActionFreeRequested, snapshot.ActionFreeCompleted, snapshot.ActionFree:
+			// The first event at an address is a free: the block was
+			// allocated before the trace. NoStack (the zero value) marks
+			// an address seen without a stack.
+			if _, ok := rp.lastAlloc[e.Addr]; !ok {
+				if _, ok := rp.firstFree[e.Addr]; !ok {
+					rp.firstFree[e.Addr] = e.Stack
+				}
+			}
+		}
 		if each != nil {
 			each(i, e, a)
 		}
@@ -78,31 +106,27 @@ func ReplayObserved(s *snapshot.Snapshot, device int, start func(a *allocator.Al
 	st := r.Allocator().Stats()
 	rp.StartAllocated = st.AllocatedBytes[allocator.PoolAll].Current
 	rp.StartReserved = st.ReservedBytes[allocator.PoolAll].Current
-	if rp.Result, err = r.Run(); err != nil {
-		return nil, fmt.Errorf("device %d: %w", device, err)
-	}
-	seen := map[uint64]bool{}
-	for i, e := range trace {
-		switch e.Action {
-		case snapshot.ActionAlloc:
-			rp.lastAlloc[e.Addr] = i
-			seen[e.Addr] = true
-		case snapshot.ActionFreeRequested, snapshot.ActionFreeCompleted, snapshot.ActionFree:
-			if !seen[e.Addr] {
-				seen[e.Addr] = true
-				if e.Stack != snapshot.NoStack {
-					rp.firstFree[e.Addr] = e.Stack
-				}
+	c := newCapturer(rp, trace, want)
+	c.step(-1, -1, r.Allocator())
+	for r.Pos() < r.Len() {
+		lo := r.Pos()
+		if err := r.Step(); err != nil {
+			if errors.Is(err, io.EOF) {
+				break
 			}
+			return nil, fmt.Errorf("device %d: %w", device, err)
 		}
+		c.step(lo, r.Pos()-1, r.Allocator())
 	}
+	rp.Result = r.Result()
 	for _, seg := range s.DeviceSegments(device) {
-		for _, b := range seg.Blocks {
-			if b.State.Active() {
+		for bi := range seg.Blocks {
+			if b := &seg.Blocks[bi]; b.State.Active() {
 				rp.finalActive[b.Address] = b
 			}
 		}
 	}
+	c.finish()
 	return rp, nil
 }
 
@@ -189,10 +213,18 @@ func (s *State) BornBeforeTrace(addr uint64) bool {
 // States that Prefetch captured come from it without a replay; a State is
 // shared then, and callers do not modify it.
 func (rp *Replayed) States(indices ...int) ([]*State, error) {
-	if out, ok := rp.fromPrefetched(indices); ok {
+	out := make([]*State, len(indices))
+	var order []int
+	for k, i := range indices {
+		if st, ok := rp.prefetched[i]; ok {
+			out[k] = st
+		} else {
+			order = append(order, i)
+		}
+	}
+	if len(order) == 0 {
 		return out, nil
 	}
-	order := slices.Clone(indices)
 	slices.Sort(order)
 	order = slices.Compact(order)
 	c := rp.NewStateCursor()
@@ -204,11 +236,19 @@ func (rp *Replayed) States(indices ...int) ([]*State, error) {
 		}
 		got[i] = st
 	}
-	out := make([]*State, len(indices))
 	for k, i := range indices {
-		out[k] = got[i]
+		if out[k] == nil {
+			out[k] = got[i]
+		}
 	}
 	return out, nil
+}
+
+// Captured reports whether the state after entry i was captured already
+// (by ReplayFor or Prefetch): States returns it without a replay.
+func (rp *Replayed) Captured(i int) bool {
+	_, ok := rp.prefetched[i]
+	return ok
 }
 
 // StateCursor captures states at increasing trace entries with one replay,
@@ -271,22 +311,16 @@ func (rp *Replayed) Prefetch(indices ...int) error {
 	return nil
 }
 
-func (rp *Replayed) fromPrefetched(indices []int) ([]*State, bool) {
-	if rp.prefetched == nil {
-		return nil, false
-	}
-	out := make([]*State, len(indices))
-	for k, i := range indices {
-		st, ok := rp.prefetched[i]
-		if !ok {
-			return nil, false
-		}
-		out[k] = st
-	}
-	return out, true
+func (rp *Replayed) capture(i int, a *allocator.Allocator, allocIdx map[uint64]int) *State {
+	st := rp.captureRaw(i, a, allocIdx)
+	rp.fixStacks(st)
+	return st
 }
 
-func (rp *Replayed) capture(i int, a *allocator.Allocator, allocIdx map[uint64]int) *State {
+// captureRaw copies the allocator's state after entry i, with the
+// allocation entries of its live blocks (allocIdx: the last alloc entry
+// at each address so far).
+func (rp *Replayed) captureRaw(i int, a *allocator.Allocator, allocIdx map[uint64]int) *State {
 	st := &State{Index: i, Segments: a.Segments(), AllocIndex: map[uint64]int{}}
 	for si := range st.Segments {
 		seg := &st.Segments[si]
@@ -295,22 +329,33 @@ func (rp *Replayed) capture(i int, a *allocator.Allocator, allocIdx map[uint64]i
 			if !b.State.Active() {
 				continue
 			}
-			k, during := allocIdx[b.Address]
-			if during {
+			if k, during := allocIdx[b.Address]; during {
 				st.AllocIndex[b.Address] = k
-			}
-			// Entries recorded without frames (context="state") leave a
-			// block stackless; the final snapshot knows the stack of a
-			// block that is still live at the end.
-			if b.Stack == snapshot.NoStack {
-				last, reused := rp.lastAlloc[b.Address]
-				if fb, ok := rp.finalActive[b.Address]; ok && fb.Size == b.Size && (during && last == k || !during && !reused) {
-					b.Stack = fb.Stack
-				}
 			}
 		}
 	}
 	return st
+}
+
+// fixStacks gives stackless live blocks the stack the final snapshot
+// knows: entries recorded without frames (context="state") leave a block
+// stackless, and the final snapshot knows the stack of a block that is
+// still live at the end. It needs the whole trace (rp.lastAlloc).
+func (rp *Replayed) fixStacks(st *State) {
+	for si := range st.Segments {
+		seg := &st.Segments[si]
+		for bi := range seg.Blocks {
+			b := &seg.Blocks[bi]
+			if !b.State.Active() || b.Stack != snapshot.NoStack {
+				continue
+			}
+			k, during := st.AllocIndex[b.Address]
+			last, reused := rp.lastAlloc[b.Address]
+			if fb, ok := rp.finalActive[b.Address]; ok && fb.Size == b.Size && (during && last == k || !during && !reused) {
+				b.Stack = fb.Stack
+			}
+		}
+	}
 }
 
 // FinalState is the snapshot's own final state of the device (its

@@ -127,7 +127,7 @@ func (o *Options) deviceSide(s *side, device int) (*analysis.DiffSide, string, e
 	if !slices.Contains(command.DevicesWithData(s.snap), device) {
 		return nil, "", nil
 	}
-	rp, err := command.ReplayDevice(o.IO.ErrOut, s.file, s.snap, device)
+	rp, err := command.ReplayDeviceFor(o.IO.ErrOut, s.file, s.snap, device, analysis.Want{PeakAllocated: true})
 	if err != nil {
 		return nil, "", err
 	}

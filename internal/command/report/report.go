@@ -166,7 +166,7 @@ func device(snap *snapshot.Snapshot, d int, opts *Options) (htmlreport.Device, *
 			return dev, nil, err
 		}
 		rp = m.Replayed
-	} else if rp, err = analysis.ReplayObserved(snap, d, nil, each); err != nil {
+	} else if rp, err = analysis.ReplayObservedFor(snap, d, analysis.Want{PeakAllocated: true, OOMs: true}, nil, each); err != nil {
 		return dev, nil, err
 	}
 	res := rp.Result

@@ -175,7 +175,14 @@ func runSegments(opts *Options) error {
 		return err
 	}
 	fr := analysis.NewFrames(snap.Stacks, false)
-	out, err := command.ReplayEach(opts.IO.ErrOut, opts.File, snap, opts.Device, func(rp *analysis.Replayed) (deviceSegments, error) {
+	var want analysis.Want
+	switch {
+	case opts.at == analysis.AtPeak:
+		want.PeakReserved = true
+	case opts.at >= -1:
+		want.Indices = []int{opts.at}
+	}
+	out, err := command.ReplayEachFor(opts.IO.ErrOut, opts.File, snap, opts.Device, want, func(rp *analysis.Replayed) (deviceSegments, error) {
 		m, err := analysis.Segments(rp, fr, opts.at, opts.filter, opts.order)
 		return deviceSegments{rp, m}, err
 	})

@@ -1,0 +1,256 @@
+package analysis
+
+import (
+	"slices"
+
+	"github.com/memstat/memstat/pkg/allocator"
+	"github.com/memstat/memstat/pkg/snapshot"
+)
+
+// Want names the states a caller will ask a replay for (Replayed.States),
+// so that the one replay ReplayFor runs captures them as it goes instead
+// of a second replay rebuilding them.
+type Want struct {
+	// Indices are trace entries whose states are wanted (-1: before the
+	// first entry).
+	Indices []int
+	// PeakAllocated and PeakReserved want the states at the peaks of
+	// allocated and reserved memory (FindPeak; ExplainOOMs without an
+	// oom, segments --at peak); OOMs the state at each recorded oom, or
+	// without one at the peak of reserved memory (ExplainOOMs).
+	PeakAllocated, PeakReserved, OOMs bool
+}
+
+// capturer takes the wanted states during the replay. Entries named by
+// index are captured when the allocator call containing them is applied
+// (the state RunTo gives). The entry of a peak is known only at the end,
+// so the capturer guesses: a running sum of the trace's own sizes
+// (allocations rounded as the allocator rounds, segment sizes exact)
+// follows the real figure closely, and a state is captured when the
+// real figure reaches a new high where the sum is within a slack of its
+// highest value and of every later value (the slack covers what the sum
+// misses: blocks left unsplit, rounding tables) and the next call does
+// not raise it again. A state
+// is kept only if its entry turns out to be the peak; when the guess
+// misses, States replays up to the peak as before. The captures are
+// limited to about one replay's worth of copied blocks.
+type capturer struct {
+	rp    *Replayed
+	trace []snapshot.TraceEntry
+	// want are the wanted entries, sorted; next the first not yet passed.
+	want []int
+	next int
+	got  map[int]*State
+	// alloc and res follow the peaks.
+	alloc, res peakTrack
+	// budget is the number of blocks the captures may still copy.
+	budget int
+}
+
+// peakTrack follows one peak (allocated or reserved memory).
+type peakTrack struct {
+	on bool
+	// cand marks the entries where a new high of the real figure is
+	// captured (see newPeakTrack).
+	cand []uint64
+	// best is the real peak when st was captured at entry at.
+	best int64
+	st   *State
+	at   int
+	// rises reports whether an entry makes the figure rise (and the call
+	// it starts raise it), delta its change to the sum.
+	rises func(snapshot.Action) bool
+	delta func(e *snapshot.TraceEntry) int64
+}
+
+func allocRises(a snapshot.Action) bool { return a == snapshot.ActionAlloc }
+
+func allocDelta(e *snapshot.TraceEntry) int64 {
+	switch e.Action {
+	case snapshot.ActionAlloc:
+		return roundGuess(e.Size)
+	case snapshot.ActionFreeCompleted, snapshot.ActionFree:
+		return -roundGuess(e.Size)
+	}
+	return 0
+}
+
+// roundGuess is the block size of a request under the default rounding
+// (512-byte multiples): only a guess, for the capturer.
+func roundGuess(n int64) int64 {
+	if n < allocator.MinBlockSize {
+		return allocator.MinBlockSize
+	}
+	return (n + allocator.MinBlockSize - 1) / allocator.MinBlockSize * allocator.MinBlockSize
+}
+
+func reserveRises(a snapshot.Action) bool {
+	return a == snapshot.ActionSegmentAlloc || a == snapshot.ActionSegmentMap
+}
+
+func reserveDelta(e *snapshot.TraceEntry) int64 {
+	switch e.Action {
+	case snapshot.ActionSegmentAlloc, snapshot.ActionSegmentMap:
+		return e.Size
+	case snapshot.ActionSegmentFree, snapshot.ActionSegmentUnmap:
+		return -e.Size
+	}
+	return 0
+}
+
+func newCapturer(rp *Replayed, trace []snapshot.TraceEntry, w Want) *capturer {
+	c := &capturer{rp: rp, trace: trace, got: map[int]*State{}, budget: len(trace) + 1024}
+	c.want = slices.Clone(w.Indices)
+	peakRes := w.PeakReserved
+	if w.OOMs {
+		n := len(c.want)
+		for i := range trace {
+			if trace[i].Action == snapshot.ActionOOM {
+				c.want = append(c.want, i)
+			}
+		}
+		peakRes = peakRes || len(c.want) == n
+	}
+	slices.Sort(c.want)
+	c.want = slices.Compact(c.want)
+	if len(trace) > 0 {
+		c.alloc = newPeakTrack(w.PeakAllocated, trace, allocSlack, allocRises, allocDelta)
+		c.res = newPeakTrack(peakRes, trace, reserveSlack, reserveRises, reserveDelta)
+		// A peak may be before the first entry (a trace that only frees,
+		// or whose entries the replay forces back): the state at the
+		// start costs one copy.
+		if c.alloc.on || c.res.on {
+			c.want = append([]int{-1}, c.want...)
+			c.want = slices.Compact(c.want)
+		}
+	}
+	return c
+}
+
+func newPeakTrack(on bool, trace []snapshot.TraceEntry, slack func(high int64) int64, rises func(snapshot.Action) bool, delta func(*snapshot.TraceEntry) int64) peakTrack {
+	if !on {
+		return peakTrack{}
+	}
+	var sum, high int64
+	for i := range trace {
+		sum += delta(&trace[i])
+		high = max(high, sum)
+	}
+	// Entry i is a candidate when its sum is within the slack of the
+	// highest sum at or after it (nothing later is clearly higher) and of
+	// the highest of all.
+	p := peakTrack{on: true, best: -1 << 62, at: -2, rises: rises, delta: delta, cand: make([]uint64, (len(trace)+63)/64)}
+	sl := slack(high)
+	after := int64(-1 << 62)
+	for i := len(trace) - 1; i >= 0; i-- {
+		if sum >= high-sl && sum >= after-sl {
+			p.cand[i/64] |= 1 << (i % 64)
+		}
+		after = max(after, sum)
+		sum -= delta(&trace[i])
+	}
+	return p
+}
+
+// allocSlack is what the sum of requested sizes may miss of allocated
+// memory: blocks left unsplit (up to 1 MiB each), other rounding tables.
+// On the published snapshots and recorded training runs the sum misses the
+// peak by a few MiB.
+func allocSlack(high int64) int64 { return high/64 + 8<<20 }
+
+// reserveSlack: segment sizes are exact, so is the sum.
+func reserveSlack(int64) int64 { return 0 }
+
+// step is called once the allocator call applying entries lo..hi is done
+// (lo = hi = -1: the state before the first entry).
+func (c *capturer) step(lo, hi int, a *allocator.Allocator) {
+	var shared *State
+	take := func(i int) *State {
+		if shared == nil {
+			shared = c.rp.captureRaw(i, a, c.rp.lastAlloc)
+			c.budget -= stateBlocks(shared)
+		}
+		if shared.Index == i {
+			return shared
+		}
+		st := *shared
+		st.Index = i
+		return &st
+	}
+	for c.next < len(c.want) && c.want[c.next] <= hi {
+		if i := c.want[c.next]; i >= lo {
+			c.got[i] = take(i)
+		}
+		c.next++
+	}
+	if lo < 0 {
+		st := a.Stats()
+		c.alloc.best, c.res.best = st.AllocatedBytes[allocator.PoolAll].Peak, st.ReservedBytes[allocator.PoolAll].Peak
+		return
+	}
+	if !c.alloc.on && !c.res.on {
+		return
+	}
+	st := a.Stats()
+	c.track(&c.alloc, lo, hi, st.AllocatedBytes[allocator.PoolAll].Peak, take)
+	c.track(&c.res, lo, hi, st.ReservedBytes[allocator.PoolAll].Peak, take)
+}
+
+func (c *capturer) track(p *peakTrack, lo, hi int, peak int64, take func(int) *State) {
+	if !p.on {
+		return
+	}
+	if peak <= p.best || p.cand[hi/64]&(1<<(hi%64)) == 0 {
+		return
+	}
+	// The next call raises the figure again (its first entries are
+	// segment events, then the allocation): this one is not the peak.
+	for k := hi + 1; k < len(c.trace); k++ {
+		a := c.trace[k].Action
+		if p.rises(a) {
+			return
+		}
+		if !isSegmentEvent(a) {
+			break
+		}
+	}
+	if c.budget <= 0 {
+		return
+	}
+	p.best, p.st, p.at = peak, take(hi), hi
+}
+
+// finish completes the captured states once the replay is done (their
+// stacks need the whole trace) and hands them to the Replayed: the peaks'
+// only when the guess was right.
+func (c *capturer) finish() {
+	rp := c.rp
+	if p := &c.alloc; p.st != nil && p.at == rp.Result.PeakAllocated.Index {
+		c.got[p.at] = p.st
+	}
+	if p := &c.res; p.st != nil && p.at == rp.Result.PeakReserved.Index {
+		c.got[p.at] = p.st
+	}
+	if len(c.got) == 0 {
+		return
+	}
+	if rp.prefetched == nil {
+		rp.prefetched = map[int]*State{}
+	}
+	done := map[*State]bool{}
+	for i, st := range c.got {
+		if !done[st] {
+			rp.fixStacks(st)
+			done[st] = true
+		}
+		rp.prefetched[i] = st
+	}
+}
+
+func stateBlocks(st *State) int {
+	n := 0
+	for i := range st.Segments {
+		n += len(st.Segments[i].Blocks) + 1
+	}
+	return n
+}

@@ -1,0 +1,106 @@
+package analysis_test
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+
+	"github.com/memstat/memstat/internal/command"
+	"github.com/memstat/memstat/internal/command/record"
+	"github.com/memstat/memstat/internal/fixture"
+	"github.com/memstat/memstat/internal/iostreams"
+	"github.com/memstat/memstat/internal/realdata"
+	. "github.com/memstat/memstat/pkg/analysis"
+	"github.com/memstat/memstat/pkg/snapshot"
+)
+
+// recordBuiltin runs memstat record on a built-in workload.
+func recordBuiltin(t *testing.T, args ...string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "run.pickle")
+	ios, _, _, errOut := iostreams.Test()
+	cmd := record.NewCmdRecord(&command.Factory{IO: ios, Getenv: os.Getenv}, nil)
+	cmd.SetArgs(append(args, "-o", path))
+	cmd.SetOut(ios.Out)
+	cmd.SetErr(ios.ErrOut)
+	cmd.SilenceUsage, cmd.SilenceErrors = true, true
+	if err := cmd.Execute(); err != nil {
+		t.Fatalf("memstat record %v: %v\n%s", args, err, errOut)
+	}
+	return path
+}
+
+// TestReplayForCapturesWhatAReplayGives: the states ReplayFor captures in
+// its one replay (peaks, ooms, chosen entries) are the states a second
+// replay rebuilds, on every published snapshot and on recorded runs; and
+// on the recorded runs the peaks are captured, not left to a second
+// replay.
+func TestReplayForCapturesWhatAReplayGives(t *testing.T) {
+	files := realdata.FilesIfPresent()
+	if len(files) == 0 {
+		t.Log("no published snapshots (../shared/testdata/real): checking recorded runs only")
+	}
+	train := recordBuiltin(t, "--layers", "2", "--hidden", "256", "--heads", "4", "--seq", "128", "--batch", "4", "--steps", "3")
+	oom, _ := fixture.Record(t, "oom.pickle")
+	recorded := []string{train, oom}
+	if f := os.Getenv("MEMSTAT_CAPTURE_FILE"); f != "" {
+		recorded = append(recorded, f)
+	}
+	for _, f := range append(files, recorded...) {
+		s, err := snapshot.Load(f)
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		for d := range s.Devices() {
+			tr := s.Trace(d)
+			if len(tr) == 0 {
+				continue
+			}
+			want := Want{PeakAllocated: true, PeakReserved: true, OOMs: true, Indices: []int{-1, len(tr) / 2, len(tr) - 1}}
+			rp, err := ReplayFor(s, d, want)
+			if err != nil {
+				t.Fatalf("%s: %v", f, err)
+			}
+			plain, err := Replay(s, d)
+			if err != nil {
+				t.Fatalf("%s: %v", f, err)
+			}
+			if plain.Captured(plain.Result.PeakAllocated.Index) {
+				t.Fatalf("%s: Replay captured a state nobody asked for", f)
+			}
+			idx := append([]int{rp.Result.PeakAllocated.Index, rp.Result.PeakReserved.Index}, want.Indices...)
+			for i, e := range tr {
+				if e.Action == snapshot.ActionOOM {
+					idx = append(idx, i)
+				}
+			}
+			captured := 0
+			for _, i := range idx {
+				if rp.Captured(i) {
+					captured++
+				}
+			}
+			got, err := rp.States(idx...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ref, err := plain.States(idx...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for k := range idx {
+				if !reflect.DeepEqual(got[k], ref[k]) {
+					t.Errorf("%s device %d: the state after entry %d captured in the replay differs from a second replay's", filepath.Base(f), d, idx[k])
+				}
+			}
+			peaks := rp.Captured(rp.Result.PeakAllocated.Index) && rp.Captured(rp.Result.PeakReserved.Index)
+			t.Logf("%s device %d: %d entries, %d of %d states captured in the one replay (peaks: %v)", filepath.Base(f), d, len(tr), captured, len(idx), peaks)
+			for _, r := range recorded {
+				if f == r && !peaks {
+					t.Errorf("%s: the peaks of a recorded run were left to a second replay", filepath.Base(f))
+				}
+			}
+		}
+	}
+}
