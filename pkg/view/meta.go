@@ -1,10 +1,13 @@
 package view
 
 import (
-	"sort"
+	"cmp"
+	"math"
+	"slices"
 
 	"github.com/memstat/memstat/pkg/analysis"
 	"github.com/memstat/memstat/pkg/snapshot"
+	"github.com/memstat/memstat/pkg/timeline"
 )
 
 // Phase is an annotated range on the entry axis: entries From..To, and
@@ -18,45 +21,65 @@ type Phase struct {
 }
 
 // Phases places the device's annotated ranges on the entry axis: a range
-// covers the entries recorded between its start and its end.
+// covers the entries recorded between its start and its end. Lanes are
+// timeline.Lanes' (the plot's), one entry apart.
 func (m *Model) Phases() []Phase {
 	rp := m.Replayed
 	trace := rp.Trace()
-	if len(trace) == 0 || trace[0].TimeUS == 0 {
+	if len(trace) == 0 || trace[0].TimeUS == 0 || len(rp.Phases) == 0 {
 		return nil
 	}
 	// The first entry at or after a time; entries of different threads
-	// may be a little out of order, so search a running maximum.
-	run := make([]int64, 0)
-	var hi int64
-	for _, e := range trace {
-		hi = max(hi, e.TimeUS)
-		run = append(run, hi)
+	// may be a little out of order, so search a running maximum. The
+	// times asked for are sorted and the trace swept once, rather than a
+	// running maximum kept per entry (8 bytes each, millions of them).
+	type query struct {
+		us  int64
+		out *int
 	}
-	at := func(us int64) int { return sort.Search(len(run), func(i int) bool { return run[i] >= us }) }
-	var out []Phase
-	var laneEnd []int
-	for _, p := range rp.Phases {
-		from := 0
+	from := make([]int, len(rp.Phases))
+	to := make([]int, len(rp.Phases))
+	var qs []query
+	for k, p := range rp.Phases {
+		to[k] = len(trace) - 1
 		if p.StartUS != 0 {
-			from = at(p.StartUS)
+			qs = append(qs, query{p.StartUS, &from[k]})
 		}
-		to := len(trace) - 1
 		if p.EndUS != 0 {
-			to = at(p.EndUS+1) - 1
+			qs = append(qs, query{p.EndUS + 1, &to[k]})
 		}
-		if to < from {
+	}
+	slices.SortFunc(qs, func(a, b query) int { return cmp.Compare(a.us, b.us) })
+	i := 0
+	var hi int64 = math.MinInt64
+	if len(trace) > 0 {
+		hi = trace[0].TimeUS
+	}
+	for _, q := range qs {
+		for i < len(trace) && hi < q.us {
+			i++
+			if i < len(trace) {
+				hi = max(hi, trace[i].TimeUS)
+			}
+		}
+		*q.out = i
+	}
+	var out []Phase
+	var boxes []timeline.Box
+	for k, p := range rp.Phases {
+		f, t := from[k], to[k]
+		if p.EndUS != 0 {
+			t-- // the last entry before the first one after the end
+		}
+		if t < f {
 			continue // no entry inside
 		}
-		lane := 0
-		for lane < len(laneEnd) && laneEnd[lane] >= from {
-			lane++
-		}
-		if lane == len(laneEnd) {
-			laneEnd = append(laneEnd, 0)
-		}
-		laneEnd[lane] = to
-		out = append(out, Phase{Name: p.Name, From: from, To: to, Lane: lane})
+		out = append(out, Phase{Name: p.Name, From: f, To: t})
+		boxes = append(boxes, timeline.Box{Start: float64(f), End: float64(t)})
+	}
+	lanes, _ := timeline.Lanes(boxes, 1)
+	for k := range out {
+		out[k].Lane = lanes[k]
 	}
 	return out
 }
@@ -88,8 +111,12 @@ func (m *Model) Marks() Marks {
 		PeakAllocation: -1,
 		OOMs:           []OOM{},
 	}
-	if ks := m.Largest(res.PeakAllocated.Index, 1); len(ks) > 0 {
-		mk.PeakAllocation = ks[0]
+	// The largest live at the peak (ties: the earliest allocated), as
+	// Largest(peak, 1) without listing every live interval.
+	for k := range m.Start {
+		if m.LiveAt(k, res.PeakAllocated.Index) && (mk.PeakAllocation < 0 || m.Size[k] > m.Size[mk.PeakAllocation]) {
+			mk.PeakAllocation = k
+		}
 	}
 	for i, e := range rp.Trace() {
 		if e.Action == snapshot.ActionOOM {

@@ -57,7 +57,7 @@ type Model struct {
 	Start, End, Entry []int32
 	Size              []int64
 	Pool              []uint16
-	Before            []allocator.BlockInfo
+	Before            []BeforeBlock
 	Pools             []PoolKey
 	// PrivateReserved is the memory private pools (CUDA graphs,
 	// torch.cuda.MemPool) reserved after each entry; nil when they never
@@ -66,6 +66,16 @@ type Model struct {
 
 	groups    map[analysis.GroupBy]*grouping
 	beforeIdx map[uint64]int
+}
+
+// BeforeBlock is what the model keeps of a block allocated before the
+// trace began (a fraction of allocator.BlockInfo: its size and pool are the
+// interval's).
+type BeforeBlock struct {
+	Address   uint64
+	Requested int64
+	Stream    int64
+	Stack     snapshot.StackID
 }
 
 // Len is the number of intervals.
@@ -112,7 +122,7 @@ func BuildObserved(s *snapshot.Snapshot, device int, fr *analysis.Frames, also f
 	start := func(a *allocator.Allocator) {
 		a.Blocks(func(b allocator.BlockInfo) bool {
 			if b.State == snapshot.ActiveAllocated {
-				m.Before = append(m.Before, b)
+				m.Before = append(m.Before, BeforeBlock{Address: b.Address, Requested: b.RequestedSize, Stream: b.Stream, Stack: b.Stack})
 				add(-1, -int32(len(m.Before)), b)
 			}
 			return true
@@ -250,7 +260,7 @@ func (m *Model) Describe(k int) Allocation {
 		a.Annotation = rp.Phases.At(te.TimeUS)
 	} else {
 		b := m.Before[-e-1]
-		a.Address, a.Requested, a.Stream, stack = b.Address, b.RequestedSize, b.Stream, b.Stack
+		a.Address, a.Requested, a.Stream, stack = b.Address, b.Requested, b.Stream, b.Stack
 	}
 	if a.FreeIndex >= 0 {
 		a.FreeSeconds = secs(trace[a.FreeIndex].TimeUS)

@@ -4,6 +4,7 @@ import (
 	"path/filepath"
 	goruntime "runtime"
 	"slices"
+	"sort"
 	"strings"
 	"testing"
 
@@ -123,8 +124,58 @@ func TestFixture(t *testing.T) {
 			t.Errorf("interval %d: annotation %q, Phases.At says %q", k, anns[k], m.Replayed.Phases.At(trace[e].TimeUS))
 		}
 	}
+	checkPhases(t, m)
 	if ph := m.Phases(); len(ph) != testsnap.Steps {
 		t.Errorf("phases %+v, want %d steps", ph, testsnap.Steps)
+	}
+}
+
+// checkPhases: each annotated range covers exactly the entries a search
+// of the running maximum of the entries' times finds (the definition),
+// and ranges that share a lane never overlap.
+func checkPhases(t *testing.T, m *Model) {
+	t.Helper()
+	trace := m.Replayed.Trace()
+	got := m.Phases()
+	if len(trace) == 0 || trace[0].TimeUS == 0 {
+		if got != nil {
+			t.Fatalf("phases %+v without times", got)
+		}
+		return
+	}
+	run := make([]int64, len(trace))
+	var hi int64
+	for i, e := range trace {
+		hi = max(hi, e.TimeUS)
+		run[i] = hi
+	}
+	at := func(us int64) int { return sort.Search(len(run), func(i int) bool { return run[i] >= us }) }
+	var want []Phase
+	for _, p := range m.Replayed.Phases {
+		from, to := 0, len(trace)-1
+		if p.StartUS != 0 {
+			from = at(p.StartUS)
+		}
+		if p.EndUS != 0 {
+			to = at(p.EndUS+1) - 1
+		}
+		if to >= from {
+			want = append(want, Phase{Name: p.Name, From: from, To: to})
+		}
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%d phases, want %d", len(got), len(want))
+	}
+	lastTo := map[int]int{}
+	for k := range want {
+		g := got[k]
+		if g.Name != want[k].Name || g.From != want[k].From || g.To != want[k].To {
+			t.Fatalf("phase %d: %+v, want %+v", k, g, want[k])
+		}
+		if e, ok := lastTo[g.Lane]; ok && e >= g.From {
+			t.Fatalf("phase %d (%+v) overlaps the one before it in lane %d (to %d)", k, g, g.Lane, e)
+		}
+		lastTo[g.Lane] = g.To
 	}
 }
 
@@ -181,6 +232,7 @@ func TestRecorded(t *testing.T) {
 	}
 	m := build(t, s, 0)
 	checkIntervals(t, m)
+	checkPhases(t, m)
 	n := m.Entries()
 	for _, by := range []string{"allocation", "stack", "annotation", "pool"} {
 		g, _ := ParseGroupBy(by)
@@ -203,6 +255,7 @@ func TestRealSnapshots(t *testing.T) {
 				}
 				m := build(t, s, d)
 				checkIntervals(t, m)
+				checkPhases(t, m)
 				for _, by := range []string{"allocation", "stack"} {
 					g, _ := ParseGroupBy(by)
 					checkWindow(t, m, Request{To: -1, Width: 500, By: g, Top: 50})
