@@ -61,3 +61,15 @@ func ReleaseHeapLimit() {
 		heapLimit.h = nil
 	}
 }
+
+// LimitHeapTo sets the limit LoadSnapshot set to n bytes instead (a
+// command that knows what it keeps, such as a server holding one device's
+// index, sets a tighter one than LoadSnapshot's floor); it does nothing
+// when no such limit is active (the user's GOMEMLIMIT, or no file loaded).
+func LimitHeapTo(n int64) {
+	heapLimit.mu.Lock()
+	defer heapLimit.mu.Unlock()
+	if heapLimit.h != nil {
+		heapLimit.h.SetTo(n)
+	}
+}

@@ -102,3 +102,11 @@ func (h *HeapLimit) set(n int64) {
 	}
 	debug.SetMemoryLimit(n)
 }
+
+// SetTo sets the limit to n (at most the budget) once it is active: for a
+// command that knows its heap better than the file's size does.
+func (h *HeapLimit) SetTo(n int64) {
+	if h.active {
+		h.set(n)
+	}
+}

@@ -56,7 +56,24 @@ func TestHeapLimit(t *testing.T) {
 	if got := currentLimit(); got != minHeapLimit {
 		t.Errorf("limit for a small file: %d, want %d", got, minHeapLimit)
 	}
+	// A command that knows its heap sets it below the floor (the view's
+	// server), within the budget.
+	h.SetTo(100 << 20)
+	if got := currentLimit(); got != 100<<20 {
+		t.Errorf("limit after SetTo(100 MiB): %d", got)
+	}
+	h.SetTo(1 << 40)
+	if got := currentLimit(); got != 64<<30 {
+		t.Errorf("SetTo above the budget: %d, want the budget", got)
+	}
 	h.Release()
+	if got := currentLimit(); got != before {
+		t.Errorf("limit after Release: %d, want %d as before", got, before)
+	}
+	h.SetTo(100 << 20) // released: sets nothing
+	if got := currentLimit(); got != before {
+		t.Errorf("SetTo after Release set %d", got)
+	}
 
 	// Compressed or missing files set nothing.
 	gz := filepath.Join(dir, "snap.pickle.gz")

@@ -22,6 +22,7 @@ import (
 	"github.com/memstat/memstat/internal/command"
 	"github.com/memstat/memstat/internal/iostreams"
 	"github.com/memstat/memstat/pkg/report/webview"
+	"github.com/memstat/memstat/pkg/snapshot"
 )
 
 // Options are `memstat view`'s inputs.
@@ -131,6 +132,7 @@ func runView(opts *Options) error {
 		return fmt.Errorf("%s: no device has a trace: there is no history to view (memstat segments shows the final state)", opts.File)
 	}
 	srv.First = first
+	command.LimitHeapTo(heapNeed(snap, first))
 	if _, err := srv.Model(first); err != nil {
 		return fmt.Errorf("%s: %w", opts.File, err)
 	}
@@ -174,6 +176,35 @@ func runView(opts *Options) error {
 	}
 	fmt.Fprintln(opts.IO.ErrOut, "memstat: view stopped")
 	return nil
+}
+
+// What the server holds while it builds a device's index and after:
+// per trace entry, the snapshot's entry and its replay (as
+// parallel.HeapLimit counts them), the allocated and reserved bytes after
+// it and the interval of an allocation; per block of the final segments,
+// its snapshot and simulator blocks and its interval, and the blocks of
+// the second simulator that replays to the state asked for. The limit is a
+// tenth more, at least minViewHeap: a server runs for hours, and Go's
+// default of twice the live heap between collections would hold about
+// twice the index for nothing.
+const (
+	viewHeapPerEntry = 48 + 16 + 24
+	viewHeapPerBlock = 2*216 + 56
+	minViewHeap      = 64 << 20
+)
+
+// heapNeed is the heap limit for serving the device first.
+func heapNeed(s *snapshot.Snapshot, device int) int64 {
+	blocks := 0
+	for i := range s.Segments {
+		blocks += len(s.Segments[i].Blocks)
+	}
+	entries := 0
+	for _, tr := range s.Traces {
+		entries += len(tr)
+	}
+	n := int64(entries)*viewHeapPerEntry + int64(blocks)*viewHeapPerBlock
+	return max(n+n/10, minViewHeap)
 }
 
 // openBrowser asks the desktop to open the URL; without one (a server, a
