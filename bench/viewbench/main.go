@@ -24,17 +24,33 @@ import (
 )
 
 type result struct {
-	FirstPageS    float64 `json:"first_page_s"`
-	URLS          float64 `json:"url_s"`
-	Entries       int     `json:"entries"`
-	Requests      int     `json:"zoom_pan_requests"`
-	MedianMS      float64 `json:"zoom_pan_median_ms"`
-	P90MS         float64 `json:"zoom_pan_p90_ms"`
-	MaxMS         float64 `json:"zoom_pan_max_ms"`
-	FirstGroupMS  float64 `json:"first_group_by_ms"`
-	StateMS       float64 `json:"state_at_peak_ms"`
-	StepMS        float64 `json:"state_next_entry_ms"`
-	PeakRSSKB     int64   `json:"peak_rss_kb"`
+	FirstPageS float64 `json:"first_page_s"`
+	// FirstPageCPUS is the server's CPU time (user and system) up to
+	// the first page: on a busy machine, a steadier figure than the
+	// wall clock to set against stats' own CPU time.
+	FirstPageCPUS float64 `json:"first_page_cpu_s"`
+	// FirstPageRSSKB is the server's peak RSS once the first page is
+	// served; PeakRSSKB the peak at the end (after the states too).
+	FirstPageRSSKB int64   `json:"first_page_rss_kb"`
+	URLS           float64 `json:"url_s"`
+	Entries        int     `json:"entries"`
+	Requests       int     `json:"zoom_pan_requests"`
+	MedianMS       float64 `json:"zoom_pan_median_ms"`
+	P90MS          float64 `json:"zoom_pan_p90_ms"`
+	MaxMS          float64 `json:"zoom_pan_max_ms"`
+	FirstGroupMS   float64 `json:"first_group_by_ms"`
+	StateMS        float64 `json:"state_at_peak_ms"`
+	StepMS         float64 `json:"state_next_entry_ms"`
+	PeakRSSKB      int64   `json:"peak_rss_kb"`
+	// JSHeapMB is the page's largest JavaScript heap (Chromium's
+	// Performance.getMetrics JSHeapUsedSize) over the first picture and
+	// the zooms and pans of the browser pass; -1 without -chromium.
+	JSHeapMB float64 `json:"js_heap_mb"`
+	// BrowserZoomMS is the median time from a wheel zoom or a pan in
+	// the browser to the redrawn window (request and drawing).
+	BrowserZoomMS float64 `json:"browser_zoom_median_ms"`
+	// BrowserDrawMS is the median time the page spent drawing one.
+	BrowserDrawMS float64 `json:"browser_draw_median_ms"`
 	WindowBytesKB float64 `json:"whole_window_kb"`
 }
 
@@ -42,18 +58,19 @@ func main() {
 	bin := flag.String("bin", "bin/memstat", "memstat binary")
 	n := flag.Int("requests", 40, "zoom and pan requests")
 	width := flag.Int("width", 1300, "columns per window (a wide screen's plot)")
+	chromium := flag.String("chromium", "", "headless Chromium to measure the page's JS heap with (empty: skip)")
 	flag.Parse()
 	if flag.NArg() != 1 {
 		fmt.Fprintln(os.Stderr, "usage: viewbench [-bin B] [-requests N] FILE")
 		os.Exit(2)
 	}
-	if err := run(*bin, flag.Arg(0), *n, *width); err != nil {
+	if err := run(*bin, flag.Arg(0), *n, *width, *chromium); err != nil {
 		fmt.Fprintln(os.Stderr, "viewbench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(bin, file string, n, width int) error {
+func run(bin, file string, n, width int, chromium string) error {
 	start := time.Now()
 	cmd := exec.Command(bin, "view", file, "--no-open")
 	out, err := cmd.StdoutPipe()
@@ -126,6 +143,8 @@ func run(bin, file string, n, width int) error {
 		return err
 	}
 	res.FirstPageS = time.Since(start).Seconds()
+	res.FirstPageCPUS = cpuSeconds(cmd.Process.Pid)
+	res.FirstPageRSSKB = vmHWM(cmd.Process.Pid)
 	res.WindowBytesKB = float64(len(b)) / 1024
 	res.Entries = ov.Entries
 
@@ -171,7 +190,32 @@ func run(bin, file string, n, width int) error {
 	}
 	res.StepMS = float64(d.Microseconds()) / 1000
 	res.PeakRSSKB = vmHWM(cmd.Process.Pid)
+	res.JSHeapMB = -1
+	if chromium != "" {
+		if res.JSHeapMB, res.BrowserZoomMS, res.BrowserDrawMS, err = browse(chromium, url, n); err != nil {
+			return fmt.Errorf("chromium: %w", err)
+		}
+		res.PeakRSSKB = vmHWM(cmd.Process.Pid)
+	}
 	return json.NewEncoder(os.Stdout).Encode(res)
+}
+
+// cpuSeconds is a process's user and system time so far, from /proc (in
+// clock ticks of 1/100 s, Linux's USER_HZ).
+func cpuSeconds(pid int) float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return -1
+	}
+	// The fields after the command name, which may hold spaces.
+	_, rest, _ := strings.Cut(string(b), ") ")
+	f := strings.Fields(rest)
+	if len(f) < 13 {
+		return -1
+	}
+	ut, _ := strconv.ParseFloat(f[11], 64)
+	st, _ := strconv.ParseFloat(f[12], 64)
+	return (ut + st) / 100
 }
 
 // vmHWM is a process's peak resident set (kB), from /proc.

@@ -15,7 +15,7 @@
   };
   const api = window.memstat = {
     ready: false, range: () => [S.from, S.to], selected: () => S.sel, drawnSegments: () => S.drawnSegments,
-    bandPoint: bandPoint, busy: () => S.dirty, tipText: () => ($('tip').hidden ? '' : $('tip').textContent), select: select,
+    bandPoint: bandPoint, busy: () => S.dirty, drawMS: () => S.drawMS, tipText: () => ($('tip').hidden ? '' : $('tip').textContent), select: select,
   };
 
   function fmtSize(n) {
@@ -114,22 +114,29 @@
     const box = plotBox(), win = S.win, n = win.first.length;
     const base = new Float64Array(n);
     const cw = box.w / n;
-    const band = (vals, fill) => {
+    // One rectangle per run of columns where the band's bottom and top
+    // stay put, not one per column: hundreds of bands over a wide window
+    // would be hundreds of thousands of rectangles to fill.
+    const band = (c0, c1, vals, fill) => {
       ctx.fillStyle = fill;
       ctx.beginPath();
-      let open = false;
-      for (let c = 0; c < n; c++) {
+      let run = -1, ry0 = 0, ry1 = 0;
+      const flush = (c) => { if (run >= 0) ctx.rect(box.x + run * cw, ry1, (c - run) * cw + 0.5, ry0 - ry1); run = -1; };
+      for (let c = c0; c < c1; c++) {
         const v = vals(c);
-        if (v <= 0) { if (open) { ctx.closePath(); ctx.fill(); ctx.beginPath(); open = false; } continue; }
-        const x = box.x + c * cw, y0 = yOf(base[c], box), y1 = yOf(base[c] + v, box);
-        ctx.rect(x, y1, cw + 0.5, y0 - y1);
+        if (v <= 0) { flush(c); continue; }
+        const y0 = yOf(base[c], box), y1 = yOf(base[c] + v, box);
         base[c] += v;
-        open = true;
+        if (run >= 0 && Math.abs(y0 - ry0) < 0.05 && Math.abs(y1 - ry1) < 0.05) continue;
+        flush(c);
+        run = c; ry0 = y0; ry1 = y1;
       }
+      flush(c1);
       ctx.fill();
     };
-    for (const b of win.bands) band((c) => (c >= b.c0 && c < b.c1 ? (b.values ? b.values[c - b.c0] : b.size) : 0), colour(b));
-    band((c) => win.other[c], 'rgba(140,140,140,0.55)');
+    const t0 = performance.now();
+    for (const b of win.bands) band(Math.max(0, b.c0), Math.min(n, b.c1), b.values ? (c) => b.values[c - b.c0] : () => b.size, colour(b));
+    band(0, n, (c) => win.other[c], 'rgba(140,140,140,0.55)');
     // allocated min over each column (a dip inside a wide column)
     ctx.strokeStyle = 'rgba(0,0,0,0.35)';
     stepLine(ctx, box, n, (c) => win.alloc_min[c]);
@@ -150,6 +157,7 @@
     drawPhases(ctx, box);
     drawMarks(ctx, box);
     $('range').textContent = 'entries ' + S.from + '–' + S.to + ' of ' + S.entries;
+    S.drawMS = performance.now() - t0;
   }
   function stepLine(ctx, box, n, val) {
     ctx.beginPath();
