@@ -301,6 +301,10 @@ func BeginTrace(s *snapshot.Snapshot, device int) (*TraceWalk, error) {
 // releases the file's keys allow when it was guessed ("2.5-2.7").
 func (w *TraceWalk) Version() string { return w.r.VersionLabel() }
 
+// Recorder is the snapshot's memstat record metadata (nil for PyTorch's
+// files).
+func (w *TraceWalk) Recorder() *snapshot.Recorder { return w.snap.Recorder }
+
 // Entries is the length of the trace.
 func (w *TraceWalk) Entries() int { return w.r.Len() }
 

@@ -2,6 +2,7 @@ package report
 
 import (
 	"fmt"
+	"github.com/memstat/memstat/pkg/snapshot"
 	"path/filepath"
 	"strings"
 
@@ -59,6 +60,20 @@ func (h Headline) String() string {
 func UnusedText(u replay.Unused) string {
 	return fmt.Sprintf("at the allocated peak %s of %s reserved was unused (%s): fragmentation %s (%s stranded in segments with live blocks), %s cached (%s in free segments)",
 		Size(u.Unused), Size(u.Reserved), Percent(u.UnusedShare), Percent(u.Fragmentation), Size(u.Stranded), Percent(u.CachedShare), Size(u.Cached))
+}
+
+// SimulatedNote is the line the commands that show trace times print for
+// a file memstat record wrote, so that its times are not taken for a
+// measurement; "" for files PyTorch wrote.
+func SimulatedNote(r *snapshot.Recorder) string {
+	if r == nil {
+		return ""
+	}
+	tm := r.TimeModel
+	if tm == "" {
+		tm = "not stated"
+	}
+	return Escape(fmt.Sprintf("Recorded by %s (workload %s), not by PyTorch; times %s.", r.Tool, r.Workload, tm))
 }
 
 // DeviceTitle is the title of a device's section in the reports of the

@@ -281,6 +281,9 @@ func (b *builder) assemble(top pickle.Value) (*Snapshot, error) {
 			s.Annotations = annotations(vs, an)
 			s.Features.Annotations = true
 		}
+		if m, ok := vs.Get(top, "memstat"); ok && m.Kind == pickle.KindDict {
+			s.Recorder = recorder(vs, m)
+		}
 	case pickle.KindRecord:
 		return nil, fmt.Errorf("%w: the pickle holds a single %s, not a snapshot dict", ErrNotSnapshot, recordName(top.Tag))
 	default:
@@ -450,6 +453,26 @@ func (b *builder) traces(s *Snapshot, v pickle.Value) error {
 		s.Traces = append(s.Traces, trace)
 	}
 	return nil
+}
+
+// recorder reads the "memstat" key of a file memstat record wrote. Its
+// texts are cut to a line's length: they come from the file, which may be
+// anyone's.
+func recorder(vs *pickle.Values, d pickle.Value) *Recorder {
+	r := &Recorder{}
+	text := func(k string) string {
+		v, ok := vs.Get(d, k)
+		if !ok || v.Kind != pickle.KindString {
+			return ""
+		}
+		t := vs.Text(v)
+		if len(t) > 500 {
+			t = t[:500]
+		}
+		return t
+	}
+	r.Tool, r.Workload, r.TimeModel = text("tool"), text("workload"), text("time_model")
+	return r
 }
 
 func settings(vs *pickle.Values, d pickle.Value) *AllocatorSettings {

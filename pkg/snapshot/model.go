@@ -38,6 +38,10 @@ type Snapshot struct {
 	// Contexts holds the stream, compile_context and user_metadata of the
 	// trace entries (TraceEntry.Context). Nil is an empty table.
 	Contexts *Contexts
+	// Recorder is set when memstat record wrote the file (its "memstat"
+	// key): the allocator, the stacks and the times are simulated, and
+	// Recorder says how. Nil for files PyTorch wrote.
+	Recorder *Recorder
 	// Warnings are inconsistencies found while reading (blocks that do not
 	// tile their segment, ...); analysis goes on regardless.
 	Warnings []string
@@ -359,6 +363,20 @@ func (t *Contexts) Clone() *Contexts {
 
 // DeviceFree returns the device_free figure of an oom entry.
 func (e *TraceEntry) DeviceFree() int64 { return int64(e.Addr) }
+
+// Recorder is the "memstat" key memstat record adds to the files it
+// writes (PyTorch's readers ignore keys they do not know): what made the
+// file and how its trace times were made, so that nothing simulated is
+// mistaken for a measurement.
+type Recorder struct {
+	// Tool is "memstat record" and its version.
+	Tool string
+	// Workload names the built-in workload or the workload file.
+	Workload string
+	// TimeModel says how time_us was made ("modelled: ..." or
+	// "synthetic: ...").
+	TimeModel string
+}
 
 // AllocatorSettings is the allocator_settings dict (2.3+).
 type AllocatorSettings struct {

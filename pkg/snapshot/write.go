@@ -126,6 +126,15 @@ func (w *writer) snapshot() {
 		e.Key("allocator_settings")
 		w.settings(s.Settings)
 	}
+	if r := s.Recorder; r != nil {
+		e.Key("memstat")
+		e.BeginDict()
+		for _, kv := range [][2]string{{"tool", r.Tool}, {"workload", r.Workload}, {"time_model", r.TimeModel}} {
+			e.Key(kv[0])
+			e.Str(kv[1])
+		}
+		e.EndDict()
+	}
 	if s.Features.Annotations || len(s.Annotations) > 0 {
 		e.Key("external_annotations")
 		e.BeginList()

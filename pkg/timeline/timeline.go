@@ -87,7 +87,10 @@ type Timeline struct {
 	// TimeBased says X is seconds since the first trace entry (StartUS);
 	// otherwise it is the trace entry index.
 	TimeBased bool
-	StartUS   int64
+	// SimulatedTimes says memstat record made the times (snapshot.Recorder):
+	// the axis says so.
+	SimulatedTimes bool
+	StartUS        int64
 	// Series: allocated, reserved, active, then the memory reserved in
 	// private pools (key "reserved_private", only when the trace has
 	// any), then the per-pool ones.
@@ -121,6 +124,9 @@ func (t *Timeline) Find(key string) *Series {
 
 // XLabel names the X axis.
 func (t *Timeline) XLabel() string {
+	if t.TimeBased && t.SimulatedTimes {
+		return "seconds since the first trace entry (simulated by memstat record)"
+	}
 	if t.TimeBased {
 		return "seconds since the first trace entry"
 	}
@@ -278,6 +284,7 @@ func NewBuilder(s *snapshot.Snapshot, o Options) (*Builder, error) {
 	}
 	t := &Timeline{Device: o.Device, Entries: len(trace), StartUS: trace[0].TimeUS}
 	t.TimeBased = trace[0].TimeUS != 0
+	t.SimulatedTimes = s.Recorder != nil
 	from, to, err := window(trace, t.TimeBased, o.From, o.To)
 	if err != nil {
 		return nil, err

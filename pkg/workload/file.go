@@ -29,6 +29,7 @@ import (
 //	release g, p                     g.reset() / del p: give up the pool
 //	record_stream x 1                x.record_stream(stream 1)
 //	synchronize()                    torch.cuda.synchronize()
+//	elapse 5ms                       time the GPU computes (trace clock)
 //	empty_cache()                    and the other torch.cuda memory calls
 //	print(memory_summary())          prints as PyTorch prints
 //
@@ -201,6 +202,18 @@ type releaseStmt struct {
 	at
 	names []string
 }
+
+// elapseStmt is `elapse 5ms`: the device computes for that long, so the
+// trace clock (time_us) moves on. A file says nothing else about time:
+// without it, allocator calls are 1 µs apart (TimeModelFile).
+type elapseStmt struct {
+	at
+	us int64
+}
+
+// maxElapseUS caps one elapse statement at a day: with the statement
+// budget, the clock cannot overflow.
+const maxElapseUS = 24 * 3600 * 1e6
 
 type recordStreamStmt struct {
 	at
@@ -429,7 +442,7 @@ func (p *parser) ident(what string) (string, error) {
 var keywords = map[string]bool{
 	"let": true, "alloc": true, "free": true, "repeat": true, "as": true, "phase": true, "stream": true,
 	"end": true, "print": true, "record_stream": true, "None": true, "True": true, "False": true,
-	"graph": true, "pool": true, "release": true,
+	"graph": true, "pool": true, "release": true, "elapse": true,
 }
 
 func (p *parser) statement() (stmt, error) {
@@ -490,6 +503,10 @@ func (p *parser) statement() (stmt, error) {
 			}
 		}
 		s = rs
+	case head.is(tWord, "elapse"):
+		es := &elapseStmt{at: a}
+		es.us, err = p.duration()
+		s = es
 	case head.is(tWord, "record_stream"):
 		rs := &recordStreamStmt{at: a}
 		if rs.name, err = p.tensorName(); err == nil {
@@ -511,6 +528,34 @@ func (p *parser) statement() (stmt, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// duration reads a duration with its unit (250us, 5ms, 1.5s) in
+// microseconds.
+func (p *parser) duration() (int64, error) {
+	t, err := p.next()
+	if err != nil || t.kind != tNumber {
+		return 0, p.errorf("elapse: expected a duration such as 250us, 5ms or 1.5s")
+	}
+	num, scale := t.text, 0.0
+	for _, u := range []struct {
+		suffix string
+		us     float64
+	}{{"us", 1}, {"ms", 1e3}, {"s", 1e6}} {
+		if strings.HasSuffix(t.text, u.suffix) {
+			num, scale = strings.TrimSuffix(t.text, u.suffix), u.us
+			break
+		}
+	}
+	f, err := strconv.ParseFloat(strings.ReplaceAll(num, "_", ""), 64)
+	if scale == 0 || err != nil || f < 0 {
+		return 0, p.errorf("elapse: bad duration %s (want e.g. 250us, 5ms, 1.5s)", textfile.Quote(t.text))
+	}
+	us := f * scale
+	if us > maxElapseUS {
+		return 0, p.errorf("elapse: %s is more than a day", textfile.Quote(t.text))
+	}
+	return int64(us), nil
 }
 
 // poolName reads the name of a graph or MemPool.

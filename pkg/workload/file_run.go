@@ -295,6 +295,10 @@ func (r *runner) exec(s stmt) error {
 			}
 			delete(r.pools, n)
 		}
+	case *elapseStmt:
+		if e != nil {
+			e.Elapse(s.us)
+		}
 	case *recordStreamStmt:
 		if err := r.allocatorCall(s); err != nil {
 			return err

@@ -63,7 +63,7 @@ func (n *net) load() {
 	n.weights = make([]Tensor, len(n.params))
 	for i, p := range n.params {
 		n.weights[i] = e.Alloc(p.Numel() * n.p)
-		e.Elapse(p.Numel() * n.p / 25e3) // host-to-device copy at ~25 GB/s
+		e.Elapse(p.Numel() * n.p / hostToDeviceBytesPerUS)
 	}
 }
 
@@ -77,10 +77,15 @@ func (n *net) module(file string, line int64) func() {
 	return func() { c(); b(); a() }
 }
 
-// kernel advances the clock by a kernel's duration: at least a launch,
-// else its FLOPs at 400 TFLOP/s or its bytes at 2 TB/s.
+// kernel advances the clock by a kernel's duration (TimeModelBuiltin):
+// at least a launch, else its FLOPs at the dtype's dense rate or its bytes
+// at the memory bandwidth, whichever is longer.
 func (n *net) kernel(flops, bytes int64) {
-	us := max(6, flops/400e6, bytes/2e6)
+	rate := halfFLOPsPerUS
+	if n.p == 4 {
+		rate = fp32FLOPsPerUS
+	}
+	us := max(kernelLaunchUS, flops/rate, bytes/memoryBytesPerUS)
 	n.e.Elapse(us)
 }
 

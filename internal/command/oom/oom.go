@@ -115,6 +115,9 @@ func writeText(opts *Options, devices []deviceOOM) error {
 		rp, rep := d.rp, d.rep
 		entries := len(rp.Trace())
 		doc.Section(command.DeviceTitle(opts.File, rp))
+		if note := report.SimulatedNote(rp.Snap.Recorder); note != "" {
+			doc.Line("%s", note)
+		}
 		if rep.AtPeak != nil {
 			switch {
 			case entries == 0:

@@ -130,6 +130,9 @@ func writeText(opts *Options, devices []devicePeak) error {
 	for _, d := range devices {
 		p, rp := d.peak, d.rp
 		doc.Section(command.DeviceTitle(opts.File, rp))
+		if note := report.SimulatedNote(rp.Snap.Recorder); note != "" {
+			doc.Line("%s", note)
+		}
 		if p.Coverage == replay.CoverageNone {
 			// Only the final state is known: the peaks are at least
 			// its figures, and nothing says by how much more.

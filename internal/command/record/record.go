@@ -6,6 +6,7 @@ package record
 import (
 	"fmt"
 	"io"
+	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -175,6 +176,11 @@ func runRecord(o *Options) error {
 		return err
 	}
 	s := r.env.Snapshot()
+	s.Recorder = &snapshot.Recorder{
+		Tool:      "memstat record",
+		Workload:  filepath.Base(r.name),
+		TimeModel: workload.TimeModel(r.w),
+	}
 	if err := snapshot.WriteFile(o.Output, s); err != nil {
 		return err
 	}

@@ -39,7 +39,10 @@ func keysOf(v string) func(extra ...string) []string {
 }
 
 func wantKeys(v string) releaseKeys {
-	top := keysOf("segments device_traces")
+	// "memstat" is memstat record's own key (snapshot.Recorder: the
+	// workload and how its times were made); PyTorch's readers ignore it,
+	// as check_snapshot.py confirms below.
+	top := keysOf("segments device_traces memstat")
 	seg20 := keysOf("device address total_size allocated_size active_size requested_size stream segment_type blocks")
 	seg21 := seg20("segment_pool_id", "is_expandable", "frames")
 	entry := keysOf("action addr size stream frames")

@@ -295,6 +295,9 @@ func (t *textTrace) noTrace() { t.doc.Line("%s", noTrace) }
 func (t *textTrace) begin(device int, w *analysis.TraceWalk) error {
 	t.doc.Section(report.DeviceTitle(t.opts.File, device, w.Version()))
 	t.withTime = w.FirstTimeUS() != 0
+	if note := report.SimulatedNote(w.Recorder()); note != "" && t.withTime {
+		t.doc.Line("%s", note)
+	}
 	t.table = nil
 	return t.doc.Err()
 }
