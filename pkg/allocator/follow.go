@@ -636,3 +636,86 @@ func (a *Allocator) RegionBase(i int) uint64 { return a.regions[i].base }
 func (a *Allocator) EachSegmentOfRegions(from, to int, buf []snapshot.Block, fn func(seg *snapshot.Segment)) {
 	a.eachSegmentOf(a.regions[from:to], buf, fn)
 }
+
+// ResizeAllocated changes the size of the allocated (or pending-free)
+// block at addr to size after the fact, taking the bytes from, or giving
+// them to, the free block after it. A replay needs it where the recording
+// shows that a block was split (a later allocation inside it) or was not
+// (the final segments) although the replay decided otherwise, under a
+// setting changed at runtime that the recording does not show
+// (should_split depends on the current expandable_segments). Only the
+// current figures change: the cumulative and peak figures of such a replay
+// are bounds, not the simulator's.
+func (a *Allocator) ResizeAllocated(addr uint64, size int64) error {
+	b := a.allocated.get(addr)
+	if b == nil {
+		b = a.pending.get(addr)
+	}
+	if b == nil || b.addr != addr {
+		return fmt.Errorf("allocator: no allocated block at %#x", addr)
+	}
+	if size <= 0 || size%MinBlockSize != 0 {
+		return fmt.Errorf("allocator: block size %d", size)
+	}
+	d := size - b.size
+	if d == 0 {
+		return nil
+	}
+	pi := b.pool.statIndex()
+	n := b.next
+	nFree := n != nil && n.mapped && n.free()
+	if d > 0 && (!nFree || n.end() < b.addr+uint64(size)) {
+		return fmt.Errorf("allocator: %d bytes at %#x do not fit the block and the free block after it", size, addr)
+	}
+	var splitBlocks int64
+	switch {
+	case d > 0:
+		n.pool.removeFree(n)
+		if n.end() == b.addr+uint64(size) {
+			b.next = n.next
+			if n.next != nil {
+				n.next.prev = b
+			}
+			a.recycle(n)
+			splitBlocks = -1
+		} else {
+			n.addr += uint64(d)
+			n.size -= d
+			n.pool.insertFree(n)
+		}
+		b.size = size
+	case nFree:
+		// The freed tail joins the free block after it.
+		n.pool.removeFree(n)
+		n.addr -= uint64(-d)
+		n.size += -d
+		n.pool.insertFree(n)
+		b.size = size
+	default:
+		rest := a.newBlock()
+		*rest = block{addr: b.addr + uint64(size), size: -d, stream: b.stream, pool: b.pool, region: b.region, mapped: true}
+		rest.prev, rest.next = b, b.next
+		if b.next != nil {
+			b.next.prev = rest
+		}
+		b.next = rest
+		b.size = size
+		rest.pool.insertFree(rest)
+		splitBlocks = 1
+	}
+	shift := func(s *StatArray, x int64) {
+		for _, p := range [2]int{PoolAll, pi} {
+			s[p].Current += x
+			s[p].Peak = max(s[p].Peak, s[p].Current)
+		}
+	}
+	if b.allocated {
+		shift(&a.stats.AllocatedBytes, d)
+	}
+	shift(&a.stats.ActiveBytes, d)
+	if !b.expandable() {
+		shift(&a.stats.InactiveSplit, splitBlocks)
+		shift(&a.stats.InactiveSplitBytes, -d)
+	}
+	return nil
+}

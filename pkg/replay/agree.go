@@ -16,7 +16,7 @@ const maxMismatches = 20
 // agree compares the replayed state with the snapshot's final segments.
 func (r *Replay) agree() *Agreement {
 	ag := &Agreement{}
-	compareStates(r.a, r.modelledFinal(), r.start.exact, r.seeded, ag)
+	compareStates(r.a, r.modelledFinal(), r.start.exact, r.seeded, !r.toggled, ag)
 	if kept := r.a.Unmodelled(); len(kept) > 0 {
 		// Kept as the snapshot has them: equal by construction.
 		for _, s := range kept {
@@ -49,7 +49,10 @@ func (r *Replay) agree() *Agreement {
 // once, on two cores. The differences are listed as they were when the
 // comparison went through the snapshot's segments and then the replay's:
 // the snapshot's first, then the replayed segments it lacks.
-func compareStates(a *allocator.Allocator, snap []*snapshot.Segment, exact map[uint64]bool, seeded spans, ag *Agreement) {
+// staleKnown says whether the stale requested sizes of free blocks can be
+// compared: not after a replay changed block sizes after the fact
+// (runtime.go), which cannot know them.
+func compareStates(a *allocator.Allocator, snap []*snapshot.Segment, exact map[uint64]bool, seeded spans, staleKnown bool, ag *Agreement) {
 	ag.Segments.Snapshot = len(snap)
 	for _, s := range snap {
 		ag.Blocks.Snapshot += len(s.Blocks)
@@ -57,7 +60,7 @@ func compareStates(a *allocator.Allocator, snap []*snapshot.Segment, exact map[u
 	var parts []*rangeComparison
 	n := a.NumRegions()
 	if n < splitCompareRegions {
-		parts = []*rangeComparison{compareRange(a, 0, n, snap, exact, seeded)}
+		parts = []*rangeComparison{compareRange(a, 0, n, snap, exact, seeded, staleKnown)}
 	} else {
 		// Every region below mid ends before regions[mid] begins, so the
 		// snapshot's segments split at its base.
@@ -65,8 +68,8 @@ func compareStates(a *allocator.Allocator, snap []*snapshot.Segment, exact map[u
 		cut, _ := slices.BinarySearchFunc(snap, a.RegionBase(mid), func(s *snapshot.Segment, addr uint64) int { return cmp.Compare(s.Address, addr) })
 		parts = make([]*rangeComparison, 2)
 		done := make(chan struct{})
-		go func() { parts[1] = compareRange(a, mid, n, snap[cut:], exact, seeded); close(done) }()
-		parts[0] = compareRange(a, 0, mid, snap[:cut], exact, seeded)
+		go func() { parts[1] = compareRange(a, mid, n, snap[cut:], exact, seeded, staleKnown); close(done) }()
+		parts[0] = compareRange(a, 0, mid, snap[:cut], exact, seeded, staleKnown)
 		<-done
 	}
 	for _, p := range parts {
@@ -103,7 +106,7 @@ type rangeComparison struct {
 	nExtra int
 }
 
-func compareRange(a *allocator.Allocator, from, to int, snap []*snapshot.Segment, exact map[uint64]bool, seeded spans) *rangeComparison {
+func compareRange(a *allocator.Allocator, from, to int, snap []*snapshot.Segment, exact map[uint64]bool, seeded spans, staleKnown bool) *rangeComparison {
 	rc := &rangeComparison{}
 	ag := &rc.Agreement
 	mismatch := func(format string, args ...any) {
@@ -130,7 +133,7 @@ func compareRange(a *allocator.Allocator, from, to int, snap []*snapshot.Segment
 			return
 		}
 		for ; k < len(snap) && snap[k].Address == m.Address; k++ {
-			compareSegment(snap[k], m, exact, seeded, ag, mismatch)
+			compareSegment(snap[k], m, exact, seeded, staleKnown, ag, mismatch)
 		}
 	})
 	for ; k < len(snap); k++ {
@@ -142,7 +145,7 @@ func compareRange(a *allocator.Allocator, from, to int, snap []*snapshot.Segment
 // compareSegment compares the snapshot's segment s with the replayed
 // segment m at the same address. m's blocks are in address order, one per
 // address; s's are in file order.
-func compareSegment(s, m *snapshot.Segment, exact map[uint64]bool, seeded spans, ag *Agreement, mismatch func(string, ...any)) {
+func compareSegment(s, m *snapshot.Segment, exact map[uint64]bool, seeded spans, staleKnown bool, ag *Agreement, mismatch func(string, ...any)) {
 	if m.TotalSize != s.TotalSize {
 		mismatch("segment %#x: %d bytes in the snapshot, %d in the replay", s.Address, s.TotalSize, m.TotalSize)
 		return
@@ -155,7 +158,7 @@ func compareSegment(s, m *snapshot.Segment, exact map[uint64]bool, seeded spans,
 		}
 		return &m.Blocks[i]
 	}
-	knowable := exact[s.Address] || len(seeded.missing(s.Address, s.End())) == 1 && seeded.missing(s.Address, s.End())[0] == span{s.Address, s.End()}
+	knowable := staleKnown && exact[s.Address] || staleKnown && len(seeded.missing(s.Address, s.End())) == 1 && seeded.missing(s.Address, s.End())[0] == span{s.Address, s.End()}
 	for _, b := range s.Blocks {
 		sb := replayed(b.Address)
 		switch {
@@ -371,6 +374,6 @@ func (r *Replay) reconcile() {
 	}
 	ag.ReconcileNote = strings.Join(notes, "; ")
 	after := &Agreement{}
-	compareStates(a, r.modelledFinal(), r.start.exact, r.seeded, after)
+	compareStates(a, r.modelledFinal(), r.start.exact, r.seeded, !r.toggled, after)
 	ag.Remaining = after.MismatchCount
 }

@@ -50,9 +50,9 @@ func TestCompareStatesHalvesAgree(t *testing.T) {
 			final = append(final, &snapshot.Segment{Address: 1 << 60, TotalSize: 2 << 20, Blocks: []snapshot.Block{{Address: 1 << 60, Size: 2 << 20}}})
 			var one, halves Agreement
 			splitCompareRegions = 1 << 30
-			compareStates(r.a, final, r.start.exact, r.seeded, &one)
+			compareStates(r.a, final, r.start.exact, r.seeded, true, &one)
 			splitCompareRegions = 2
-			compareStates(r.a, final, r.start.exact, r.seeded, &halves)
+			compareStates(r.a, final, r.start.exact, r.seeded, true, &halves)
 			if !reflect.DeepEqual(one, halves) {
 				t.Errorf("%s device %d: one walk %+v\nhalves %+v", fn, d, one, halves)
 			}

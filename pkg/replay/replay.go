@@ -135,6 +135,12 @@ type Replay struct {
 
 	// pools says which pool each recorded call went to (see pools).
 	pools callPools
+
+	// toggled: the recording shows expandable_segments switched at
+	// runtime (runtime.go); preBlocks are then the live blocks of the
+	// starting state.
+	toggled   bool
+	preBlocks []allocator.BlockInfo
 }
 
 // New prepares the replay of device o.Device of s: it picks the
@@ -448,6 +454,18 @@ func (r *Replay) initFollow(total int64) error {
 		return err
 	}
 	r.emptyCacheAt = make(map[int]bool)
+	var first bool
+	if r.toggled, first = r.expandableToggled(); r.toggled && r.a.Config().ExpandableSegments != first {
+		setExpandable(r.a, first)
+	}
+	if r.toggled {
+		r.a.Blocks(func(b allocator.BlockInfo) bool {
+			if b.State == snapshot.ActiveAllocated || b.State == snapshot.ActivePendingFree {
+				r.preBlocks = append(r.preBlocks, b)
+			}
+			return true
+		})
+	}
 	r.res.Fidelity = &Fidelity{}
 	for _, e := range r.trace {
 		switch e.Action {
@@ -621,6 +639,12 @@ func (r *Replay) Result() *Result {
 	if r.opts.Mode == Follow {
 		f := r.res.Fidelity
 		f.ForcedOperations = r.a.ForcedOperations() + r.forcedOOMs
+		if r.mayToggle() && r.finalSizesDiffer() {
+			r.toggled = true
+		}
+		if r.toggled {
+			r.resizeToFinal()
+		}
 		r.res.Agreement = r.agree()
 		r.reconcile()
 	}
@@ -640,6 +664,9 @@ func (r *Replay) Result() *Result {
 			r.res.Bounds = noTraceBounds(int64(r.a.NumSegments()), r.cfg.Version)
 		} else {
 			r.res.Bounds = traceBounds(r.trace, r.cfg.Version)
+			if r.toggled {
+				maps.Copy(r.res.Bounds, r.runtimeBounds(r.preBlocks))
+			}
 		}
 		r.res.MemoryStats = applyBounds(r.res.MemoryStats, r.res.Bounds)
 	}
@@ -850,6 +877,10 @@ func (r *Replay) followMalloc(i, j int) {
 	want := r.trace[i : j+1]
 	e := r.trace[j]
 	isAlloc := e.Action == snapshot.ActionAlloc
+	shown := r.toggled && r.followSetting(i, j)
+	if r.toggled && isAlloc && !r.a.Allocated(e.Addr) {
+		r.splitInside(e.Addr)
+	}
 	// The common cases are predicted without trying the call on a copy.
 	if isAlloc {
 		out, addr, allocSize := r.a.PredictMalloc(e.Size, r.streams.of(&e))
@@ -879,6 +910,9 @@ func (r *Replay) followMalloc(i, j int) {
 		// are not the recorded ones. Copying the whole state per call made
 		// traces with many such calls quadratic.
 		if out != allocator.OutcomeUnknown {
+			if r.toggled && !shown && r.tryOtherSetting(i, j) {
+				return
+			}
 			if isRelease(r.trace[i].Action) && r.tryEmptyCache(i, j-1) {
 				return
 			}
@@ -887,7 +921,7 @@ func (r *Replay) followMalloc(i, j int) {
 		}
 	}
 	ok, got, err := r.tryCall(i, j)
-	if ok {
+	if ok || r.toggled && !shown && r.tryOtherSetting(i, j) {
 		return
 	}
 	// A leading release run the call does not produce itself is the

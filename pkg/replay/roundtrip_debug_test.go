@@ -1,13 +1,13 @@
 package replay
 
 import (
-	"github.com/memstat/memstat/pkg/snapshot"
 	"os"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/memstat/memstat/pkg/allocator"
+	"github.com/memstat/memstat/pkg/snapshot"
 )
 
 // TestRoundTripOne reruns one round trip of the harness and prints every

@@ -1,0 +1,385 @@
+package replay
+
+import (
+	"slices"
+
+	"github.com/memstat/memstat/pkg/allocator"
+	"github.com/memstat/memstat/pkg/snapshot"
+)
+
+// Runtime settings (torch.cuda.memory._set_allocator_settings).
+//
+// A snapshot records the allocator settings in force when it was taken,
+// not their history. expandable_segments switched at runtime shows in the
+// recording: a new segment is a segment_alloc (cudaMalloc) while it is off
+// and a segment_map while it is on. When the recording holds both kinds,
+// or a kind the recorded setting cannot make, the setting changed during
+// the run: the replay then switches the simulator's setting to the one
+// each new segment shows, keeps it for the calls in between, and tries the
+// other value where a call diverges from the recording. Which value was in
+// force at a cache hit is often not shown, and should_split depends on it
+// (a large-pool block splits for any remainder of 512 bytes or more while
+// expandable segments are on, only above 1 MiB while they are off), so the
+// figures that depend on block sizes become bounds (runtimeBounds).
+
+// expandableToggled reports whether the recording shows expandable_segments
+// switched at runtime, and the setting its first new segment shows.
+func (r *Replay) expandableToggled() (toggled, first bool) {
+	if !r.cfg.Version.HasExpandableSegments() || r.pools.any {
+		return false, false
+	}
+	sawAlloc, sawMap, seen := false, false, false
+	for _, e := range r.trace {
+		switch e.Action {
+		case snapshot.ActionSegmentAlloc:
+			sawAlloc = true
+		case snapshot.ActionSegmentMap:
+			sawMap = true
+		default:
+			continue
+		}
+		if !seen {
+			seen, first = true, e.Action == snapshot.ActionSegmentMap
+		}
+	}
+	for _, s := range r.final {
+		if s.Expandable {
+			sawMap = true
+		} else {
+			sawAlloc = true
+		}
+	}
+	if !seen {
+		first = r.cfg.ExpandableSegments
+	}
+	exp := r.cfg.ExpandableSegments
+	return sawAlloc && sawMap || sawAlloc && exp || sawMap && !exp, first
+}
+
+// mayToggle reports whether evidence met later in the replay may still
+// show a runtime switch: the release has the setting, no private pool
+// complicates which segments it governs, and the trace starts from an
+// empty allocator (the bounds then need no starting blocks).
+func (r *Replay) mayToggle() bool {
+	return !r.toggled && r.cfg.Version.HasExpandableSegments() && !r.pools.any && r.res.History.PreexistingSegments == 0
+}
+
+// finalSizesDiffer reports whether a block live at the end has another
+// size in the snapshot than in the replay: a split decision the recorded
+// setting does not explain.
+func (r *Replay) finalSizesDiffer() bool {
+	for _, s := range r.final {
+		for _, b := range s.Blocks {
+			if b.State != snapshot.ActiveAllocated && b.State != snapshot.ActivePendingFree {
+				continue
+			}
+			if got, ok := r.a.BlockAt(b.Address); ok && got.Address == b.Address && got.Size != b.Size &&
+				(got.State == snapshot.ActiveAllocated || got.State == snapshot.ActivePendingFree) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// setExpandable switches the simulator's expandable_segments setting, as
+// the program's _set_allocator_settings did.
+func setExpandable(a interface{ SetAllocatorSettings(string) error }, on bool) {
+	if on {
+		a.SetAllocatorSettings("expandable_segments:True")
+	} else {
+		a.SetAllocatorSettings("expandable_segments:False")
+	}
+}
+
+// followSetting sets the simulator's expandable_segments to what the new
+// segments of the call i..j show, if they show it.
+func (r *Replay) followSetting(i, j int) (shown bool) {
+	for _, e := range r.trace[i : j+1] {
+		var on bool
+		switch e.Action {
+		case snapshot.ActionSegmentAlloc:
+		case snapshot.ActionSegmentMap:
+			on = true
+		default:
+			continue
+		}
+		if r.a.Config().ExpandableSegments != on {
+			setExpandable(r.a, on)
+		}
+		return true
+	}
+	return false
+}
+
+// tryOtherSetting runs the call i..j on a copy of the allocator with
+// expandable_segments switched, and keeps the copy if that reproduces the
+// recorded entries: the program switched the setting before the call.
+func (r *Replay) tryOtherSetting(i, j int) bool {
+	e := r.trace[j]
+	c := r.a.Clone()
+	setExpandable(c, !c.Config().ExpandableSegments)
+	c.OrderHeldFrees(r.trace[i : j+1])
+	r.win, r.cur = [2]int{i, j}, c
+	_, err := c.Malloc(e.Size, r.streams.of(&e), e.Stack)
+	if sameEntries(c.Trace(), r.trace[i:j+1]) && (err == nil || e.Action == snapshot.ActionOOM) {
+		r.a = c
+		r.matched(i, j)
+		return true
+	}
+	return false
+}
+
+// splitInside handles a recorded allocation at addr that lies inside a
+// live block of the replayed state, past its start: the real allocator
+// split that block (under expandable_segments, which the replay did not
+// know was on), so the block is cut back to end at addr. It reports
+// whether it cut one.
+func (r *Replay) splitInside(addr uint64) bool {
+	b, ok := r.a.BlockAt(addr)
+	if !ok || b.Address == addr || b.State == snapshot.Inactive || !b.Mapped {
+		return false
+	}
+	return r.a.ResizeAllocated(b.Address, int64(addr-b.Address)) == nil
+}
+
+// resizeToFinal gives every live block of the replayed state the size
+// the final segments show for it: the recording pins the sizes of the
+// blocks still live at the end, whatever split decision the replay made
+// under a setting it could not see.
+func (r *Replay) resizeToFinal() {
+	for _, s := range r.final {
+		for _, b := range s.Blocks {
+			if b.State != snapshot.ActiveAllocated && b.State != snapshot.ActivePendingFree {
+				continue
+			}
+			if got, ok := r.a.BlockAt(b.Address); ok && got.Address == b.Address && got.Size != b.Size &&
+				(got.State == snapshot.ActiveAllocated || got.State == snapshot.ActivePendingFree) {
+				r.a.ResizeAllocated(b.Address, b.Size)
+			}
+		}
+	}
+}
+
+const reasonRuntimeSplit = "expandable_segments was switched at runtime (the recording has both cudaMalloc'd and mapped segments, or a kind its final setting cannot make): a large-pool block served from the cache was split only if the setting was on at that moment, which the recording does not always show, so block sizes and the figures built on them are known within bounds"
+
+// sizeRange is what the recording says about one allocation's block size.
+type sizeRange struct {
+	addr    uint64
+	lo, hi  int64
+	large   bool
+	pre     bool // live before the trace's first entry
+	alloc   int  // entry index of the alloc (-1: pre-existing)
+	freeReq int  // free_requested (or free) entry; -1 if none
+	freeEnd int  // free_completed (or free) entry; -1 if none
+}
+
+// runtimeBounds bounds the figures that depend on block sizes for a
+// recording that switched expandable_segments at runtime (allocator model
+// §7: should_split; CUDACachingAllocator.cpp, 2.1 to 2.10). Each
+// allocation's block is between its rounded size (split) and the largest
+// block it could have taken unsplit: the whole new segment when the call
+// created one (its kind says the setting then), else up to 1 MiB more (a
+// remainder of at most kSmallSize is not split while the setting is off)
+// or, for a request of at least max_split_size, up to
+// max_non_split_rounding more. A later allocation inside that range while
+// the block is live caps it; the final segments pin the blocks live at the
+// end. Sums of the ranges bound the byte figures: the current value at
+// every moment, so the peaks, and the allocated and freed totals. The
+// inactive_split figures get the bounds that always hold.
+func (r *Replay) runtimeBounds(pre []allocator.BlockInfo) map[string]Bound {
+	cfg := r.cfg
+	var ranges []sizeRange
+	live := map[uint64]int{} // address -> index in ranges
+	var starts []uint64      // sorted addresses of live large blocks
+	addStart := func(a uint64) {
+		i, _ := slices.BinarySearch(starts, a)
+		starts = slices.Insert(starts, i, a)
+	}
+	delStart := func(a uint64) {
+		if i, ok := slices.BinarySearch(starts, a); ok {
+			starts = slices.Delete(starts, i, i+1)
+		}
+	}
+	for _, b := range pre {
+		if b.State != snapshot.ActiveAllocated && b.State != snapshot.ActivePendingFree {
+			continue
+		}
+		live[b.Address] = len(ranges)
+		ranges = append(ranges, sizeRange{addr: b.Address, lo: b.Size, hi: b.Size, large: b.Pool == snapshot.LargePool, pre: true, alloc: -1, freeReq: -1, freeEnd: -1})
+		if b.State == snapshot.ActivePendingFree {
+			ranges[len(ranges)-1].freeReq = -2 // freed before the window
+		}
+	}
+	for i, e := range r.trace {
+		switch e.Action {
+		case snapshot.ActionAlloc:
+			rounded := cfg.RoundSize(e.Size)
+			sr := sizeRange{addr: e.Addr, lo: rounded, hi: rounded, large: rounded > allocator.SmallSize, alloc: i, freeReq: -1, freeEnd: -1}
+			if sr.large {
+				// The new segments of this call say the setting.
+				var seg *snapshot.TraceEntry
+				mapped := false
+				for k := i - 1; k >= 0; k-- {
+					p := &r.trace[k]
+					if !isSegmentEvent(p.Action) && p.Action != snapshot.ActionFreeCompleted {
+						break
+					}
+					mapped = mapped || p.Action == snapshot.ActionSegmentMap
+					if p.Action == snapshot.ActionSegmentAlloc && p.Addr == e.Addr {
+						seg = p
+					}
+				}
+				switch {
+				case mapped:
+					// On: any remainder of 512 bytes or more is split.
+				case seg != nil:
+					// Off, a whole cudaMalloc'd segment.
+					if rem := seg.Size - rounded; uint64(rounded) >= cfg.MaxSplitSize || rem <= allocator.SmallSize {
+						sr.hi = seg.Size
+						sr.lo = seg.Size
+					}
+				case uint64(rounded) >= cfg.MaxSplitSize:
+					sr.hi = rounded + int64(cfg.MaxNonSplitRounding) - allocator.MinBlockSize
+				default:
+					sr.hi = rounded + allocator.SmallSize
+				}
+				// A live block this one lies inside ends here.
+				if k, _ := slices.BinarySearch(starts, e.Addr); k > 0 {
+					o := &ranges[live[starts[k-1]]]
+					if end := int64(e.Addr - o.addr); end < o.hi {
+						o.hi = max(end, o.lo)
+					}
+				}
+				addStart(e.Addr)
+			}
+			live[e.Addr] = len(ranges)
+			ranges = append(ranges, sr)
+		case snapshot.ActionFreeRequested, snapshot.ActionFree, snapshot.ActionFreeCompleted:
+			k, ok := live[e.Addr]
+			if !ok {
+				continue
+			}
+			sr := &ranges[k]
+			if e.Action != snapshot.ActionFreeCompleted && sr.freeReq == -1 {
+				sr.freeReq = i
+			}
+			if e.Action != snapshot.ActionFreeRequested {
+				if sr.freeReq == -1 {
+					sr.freeReq = i
+				}
+				sr.freeEnd = i
+				delete(live, e.Addr)
+				if sr.large {
+					delStart(e.Addr)
+				}
+			}
+		}
+	}
+	// The blocks live at the end are pinned by the final segments.
+	for _, s := range r.final {
+		for _, b := range s.Blocks {
+			if k, ok := live[b.Address]; ok && (b.State == snapshot.ActiveAllocated || b.State == snapshot.ActivePendingFree) &&
+				b.Size >= ranges[k].lo && b.Size <= ranges[k].hi {
+				ranges[k].lo, ranges[k].hi = b.Size, b.Size
+			}
+		}
+	}
+
+	// Sums over time, per pool (0: all, 1: large), of the allocated and
+	// active bytes.
+	type sums struct{ curLo, curHi, peakLo, peakHi, allocLo, allocHi, freeLo, freeHi int64 }
+	var alloc, active [2]sums
+	add := func(s *[2]sums, sr *sizeRange, sign int64, count bool) {
+		for p := 0; p < 2; p++ {
+			if p == 1 && !sr.large {
+				continue
+			}
+			x := &s[p]
+			x.curLo += sign * sr.lo
+			x.curHi += sign * sr.hi
+			if count && sign > 0 {
+				x.allocLo += sr.lo
+				x.allocHi += sr.hi
+			}
+			if count && sign < 0 {
+				x.freeLo += sr.lo
+				x.freeHi += sr.hi
+			}
+		}
+	}
+	peaks := func(s *[2]sums) {
+		for p := range s {
+			s[p].peakLo = max(s[p].peakLo, s[p].curLo)
+			s[p].peakHi = max(s[p].peakHi, s[p].curHi)
+		}
+	}
+	byEntry := map[int][]int{}
+	for k := range ranges {
+		sr := &ranges[k]
+		if sr.pre {
+			if sr.freeReq != -2 {
+				add(&alloc, sr, 1, false)
+			}
+			add(&active, sr, 1, false)
+		}
+		for _, at := range []int{sr.alloc, sr.freeReq, sr.freeEnd} {
+			if at >= 0 {
+				byEntry[at] = append(byEntry[at], k)
+			}
+		}
+	}
+	peaks(&alloc)
+	peaks(&active)
+	for i := range r.trace {
+		for _, k := range byEntry[i] {
+			sr := &ranges[k]
+			switch i {
+			case sr.alloc:
+				add(&alloc, sr, 1, true)
+				add(&active, sr, 1, true)
+			}
+			if i == sr.freeReq {
+				add(&alloc, sr, -1, true)
+			}
+			if i == sr.freeEnd {
+				add(&active, sr, -1, true)
+			}
+		}
+		peaks(&alloc)
+		peaks(&active)
+	}
+
+	out := map[string]Bound{}
+	bound := func(key string, lo, hi int64) {
+		out[key] = Bound{Min: lo, Max: &hi, Reason: reasonRuntimeSplit}
+	}
+	for p, pool := range []string{"all", "large_pool"} {
+		for _, f := range []struct {
+			name string
+			s    *sums
+		}{{"allocated_bytes", &alloc[p]}, {"active_bytes", &active[p]}} {
+			bound(f.name+"."+pool+".peak", f.s.peakLo, f.s.peakHi)
+			bound(f.name+"."+pool+".allocated", f.s.allocLo, f.s.allocHi)
+			bound(f.name+"."+pool+".freed", f.s.freeLo, f.s.freeHi)
+		}
+	}
+	st := r.a.Stats()
+	for p, pool := range []string{"all", "large_pool"} {
+		pi := allocator.PoolAll
+		if p == 1 {
+			pi = allocator.PoolLarge
+		}
+		// Free split blocks lie inside reserved memory; their peak is at
+		// least their final value. How many were made and merged over the
+		// run depends on every split.
+		reservedPeak := st.ReservedBytes[pi].Peak
+		out["inactive_split_bytes."+pool+".peak"] = Bound{Min: st.InactiveSplitBytes[pi].Current, Max: &reservedPeak, Reason: reasonRuntimeSplit}
+		out["inactive_split."+pool+".peak"] = Bound{Min: st.InactiveSplit[pi].Current, Reason: reasonRuntimeSplit}
+		for _, name := range []string{"inactive_split", "inactive_split_bytes"} {
+			out[name+"."+pool+".allocated"] = Bound{Reason: reasonRuntimeSplit}
+			out[name+"."+pool+".freed"] = Bound{Reason: reasonRuntimeSplit}
+		}
+	}
+	return out
+}
