@@ -45,6 +45,15 @@ type capturer struct {
 	alloc, res peakTrack
 	// budget is the number of blocks the captures may still copy.
 	budget int
+	// taken are the states captured, each with the last entry of the
+	// allocator call it was captured after (their AllocIndex is filled by
+	// scan).
+	taken []takenState
+}
+
+type takenState struct {
+	st    *State
+	after int
 }
 
 // peakTrack follows one peak (allocated or reserved memory).
@@ -167,8 +176,9 @@ func (c *capturer) step(lo, hi int, a *allocator.Allocator) {
 	var shared *State
 	take := func(i int) *State {
 		if shared == nil {
-			shared = c.rp.captureRaw(i, a, c.rp.lastAlloc)
+			shared = c.rp.captureRaw(i, a, nil)
 			c.budget -= stateBlocks(shared)
+			c.taken = append(c.taken, takenState{shared, hi})
 		}
 		if shared.Index == i {
 			return shared
@@ -218,6 +228,48 @@ func (c *capturer) track(p *peakTrack, lo, hi int, peak int64, take func(int) *S
 		return
 	}
 	p.best, p.st, p.at = peak, take(hi), hi
+}
+
+// scan fills the Replayed's maps of the trace (lastAlloc, firstFree) in
+// one pass, and the captured states' AllocIndex as they stand after
+// their entries (the last alloc entry at each live block's address).
+func (c *capturer) scan() {
+	rp := c.rp
+	slices.SortFunc(c.taken, func(x, y takenState) int { return x.after - y.after })
+	k := 0
+	fill := func(upTo int) {
+		for ; k < len(c.taken) && c.taken[k].after <= upTo; k++ {
+			st := c.taken[k].st
+			for si := range st.Segments {
+				for _, b := range st.Segments[si].Blocks {
+					if !b.State.Active() {
+						continue
+					}
+					if i, ok := rp.lastAlloc[b.Address]; ok {
+						st.AllocIndex[b.Address] = i
+					}
+				}
+			}
+		}
+	}
+	fill(-1)
+	for i := range c.trace {
+		e := &c.trace[i]
+		switch e.Action {
+		case snapshot.ActionAlloc:
+			rp.lastAlloc[e.Addr] = i
+		case snapshot.ActionFreeRequested, snapshot.ActionFreeCompleted, snapshot.ActionFree:
+			// The first event at an address is a free: the block was
+			// allocated before the trace. NoStack (the zero value) marks
+			// an address seen without a stack.
+			if _, ok := rp.lastAlloc[e.Addr]; !ok {
+				if _, ok := rp.firstFree[e.Addr]; !ok {
+					rp.firstFree[e.Addr] = e.Stack
+				}
+			}
+		}
+		fill(i)
+	}
 }
 
 // finish completes the captured states once the replay is done (their

@@ -79,19 +79,6 @@ func ReplayObservedFor(s *snapshot.Snapshot, device int, want Want, start func(a
 		st := a.Stats()
 		rp.Allocated[i] = st.AllocatedBytes[allocator.PoolAll].Current
 		rp.Reserved[i] = st.ReservedBytes[allocator.PoolAll].Current
-		switch e.Action {
-		case snapshot.ActionAlloc:
-			rp.lastAlloc[e.Addr] = i
-		case snapshot.ActionFreeRequested, snapshot.ActionFreeCompleted, snapshot.ActionFree:
-			// The first event at an address is a free: the block was
-			// allocated before the trace. NoStack (the zero value) marks
-			// an address seen without a stack.
-			if _, ok := rp.lastAlloc[e.Addr]; !ok {
-				if _, ok := rp.firstFree[e.Addr]; !ok {
-					rp.firstFree[e.Addr] = e.Stack
-				}
-			}
-		}
 		if each != nil {
 			each(i, e, a)
 		}
@@ -119,6 +106,13 @@ func ReplayObservedFor(s *snapshot.Snapshot, device int, want Want, start func(a
 		c.step(lo, r.Pos()-1, r.Allocator())
 	}
 	rp.Result = r.Result()
+	// What the analyses need of the whole trace is gathered once the
+	// replay's allocator is gone (its memory and these maps are not held
+	// at once): the last alloc entry at each address, the first free at
+	// addresses whose first event is a free, the live blocks of the final
+	// snapshot, and the allocation entries of the captured states' blocks.
+	r = nil
+	c.scan()
 	for _, seg := range s.DeviceSegments(device) {
 		for bi := range seg.Blocks {
 			if b := &seg.Blocks[bi]; b.State.Active() {

@@ -6,6 +6,7 @@ package diff
 import (
 	"bytes"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -208,15 +209,32 @@ func runDiff(opts *Options) error {
 	return nil
 }
 
+// sameFile reports whether two names are one file.
+func sameFile(a, b string) bool {
+	fa, err := os.Stat(a)
+	if err != nil {
+		return false
+	}
+	fb, err := os.Stat(b)
+	return err == nil && os.SameFile(fa, fb)
+}
+
 // compare diffs opts.Before and opts.After device by device.
 func compare(opts *Options) ([]deviceDiff, error) {
 	before, err := opts.load(opts.Before)
 	if err != nil {
 		return nil, err
 	}
-	after, err := opts.load(opts.After)
-	if err != nil {
-		return nil, err
+	// A file against itself (the same file under either name): loaded and
+	// replayed once, both sides the same analysis.
+	same := sameFile(opts.Before, opts.After)
+	after := before
+	if !same {
+		if after, err = opts.load(opts.After); err != nil {
+			return nil, err
+		}
+	} else {
+		after = &side{file: opts.After, snap: before.snap, fr: before.fr}
 	}
 	var devices []int
 	if opts.Device >= 0 {
@@ -239,9 +257,11 @@ func compare(opts *Options) ([]deviceDiff, error) {
 		if err != nil {
 			return nil, err
 		}
-		a, va, err := opts.deviceSide(after, d)
-		if err != nil {
-			return nil, err
+		a, va := b, vb
+		if !same {
+			if a, va, err = opts.deviceSide(after, d); err != nil {
+				return nil, err
+			}
 		}
 		dd := deviceDiff{d: analysis.DiffDevices(d, b, a), vBefore: vb, vAfter: va}
 		for _, s := range dd.d.Stacks {

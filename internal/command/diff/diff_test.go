@@ -2,7 +2,9 @@ package diff
 
 import (
 	"encoding/json"
+	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -263,5 +265,34 @@ func TestPairsRankByRank(t *testing.T) {
 	if len(got.Pairs) != 2 || !strings.HasSuffix(a, got.Pairs[0].Before) || !strings.HasSuffix(b, got.Pairs[0].After) ||
 		!strings.HasSuffix(c, got.Pairs[1].Before) || !strings.HasSuffix(d, got.Pairs[1].After) || len(got.Pairs[1].Devices) == 0 {
 		t.Errorf("pairs %+v", got.Pairs)
+	}
+}
+
+// TestSelfDiffLoadsOnce: a file against itself is loaded and replayed
+// once; the result is the one a copy of the file (two loads, two replays)
+// gives.
+func TestSelfDiffLoadsOnce(t *testing.T) {
+	fn := realdata.File(t, "Nesta-gitU")
+	data, err := os.ReadFile(fn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp := filepath.Join(t.TempDir(), filepath.Base(fn))
+	if err := os.WriteFile(cp, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	self, _, err := execDiff(t, "--json", fn, fn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	two, _, err := execDiff(t, "--json", fn, cp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, b := parse(t, self), parse(t, two); !reflect.DeepEqual(a, b) || len(a.Devices) == 0 {
+		t.Errorf("self diff %+v\ndiff with a copy %+v", a, b)
+	}
+	if !sameFile(fn, fn) || sameFile(fn, cp) {
+		t.Errorf("sameFile: a file is itself, its copy is not")
 	}
 }
