@@ -48,6 +48,8 @@ var KeyFigures = []string{
 	"reserved_bytes.all.current", "active_bytes.all.peak", "requested_bytes.all.peak",
 	"num_ooms", "num_alloc_retries", "segment.all.current", "segment.all.peak",
 	"allocation.all.current", "allocation.all.peak", "inactive_split_bytes.all.current",
+	// Only where a side has private pools (CUDA graphs, MemPool).
+	replay.PrivatePoolReserved, replay.PrivatePoolAllocated,
 }
 
 // StackDelta is live-at-peak memory of one stack in two snapshots.
@@ -153,7 +155,14 @@ func DiffDevices(device int, before, after *DiffSide) *DeviceDiff {
 		if s == nil {
 			return nil
 		}
-		return s.Replayed.Result.MemoryStatsMap()
+		m := s.Replayed.Result.MemoryStatsMap()
+		if p := &s.Replayed.Result.Pools; p.Any() {
+			// The private pools' peaks, beside memory_stats (which
+			// counts the pools in its figures); a bound replaces them
+			// below where the trace leaves a segment's pool open.
+			m[replay.PrivatePoolReserved], m[replay.PrivatePoolAllocated] = p.Reserved.Peak, p.Allocated.Peak
+		}
+		return m
 	}
 	mb, ma := stats(before), stats(after)
 	bounds := func(s *DiffSide) map[string]replay.Bound {
@@ -200,7 +209,7 @@ func DiffDevices(device int, before, after *DiffSide) *DeviceDiff {
 		}
 	}
 	for _, k := range keys {
-		f := Figure{Key: k, IsBytes: strings.Contains(k, "bytes") || k == "max_split_size", KeyFigure: slices.Contains(KeyFigures, k)}
+		f := Figure{Key: k, IsBytes: strings.Contains(k, "bytes") || k == "max_split_size" || k == replay.PrivatePoolReserved || k == replay.PrivatePoolAllocated, KeyFigure: slices.Contains(KeyFigures, k)}
 		f.Before, f.InBefore = mb[k]
 		f.After, f.InAfter = ma[k]
 		f.Delta = f.After - f.Before

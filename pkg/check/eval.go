@@ -116,12 +116,12 @@ func (o Outcome) Message() string {
 		default:
 			verdict = "not provably within"
 		}
-		s = fmt.Sprintf("%s is %s (a bound: the snapshot does not determine it), %s the limit of %s", r.Key, b, verdict, u.Format(o.Limit))
+		s = fmt.Sprintf("%s is %s (a bound: the snapshot does not determine it), %s the limit of %s", r.Key, b.Format(func(v int64) string { return u.Format(float64(v)) }), verdict, u.Format(o.Limit))
 	}
 	if r.Kind == MaxIncrease {
 		base := u.Format(o.Baseline)
 		if o.BaselineBound != nil {
-			base = o.BaselineBound.String() + ", its lower end taken"
+			base = o.BaselineBound.Format(func(v int64) string { return u.Format(float64(v)) }) + ", its lower end taken"
 		}
 		s += fmt.Sprintf(" (baseline %s + %s; change %s)", base, r.allowance(), o.Change())
 	}

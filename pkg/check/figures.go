@@ -69,10 +69,8 @@ var NamedFigures = []Named{
 		func(r *replay.Result) float64 { return float64(r.OOMs.Recorded) }},
 	{"segments", Count, "segments created during the trace (cudaMalloc and expandable-segment map calls)",
 		func(r *replay.Result) float64 { return float64(r.SegmentsCreated) }},
-	{"private_pool_reserved", Bytes, "highest memory reserved in private pools (CUDA graphs, torch.cuda.MemPool) over the trace, all pools together; an upper bound where the trace does not say which pool some segments were in",
-		func(r *replay.Result) float64 {
-			return float64(r.Pools.Reserved.Peak + r.Pools.AmbiguousBytes)
-		}},
+	{replay.PrivatePoolReserved, Bytes, "highest memory reserved in private pools (CUDA graphs, torch.cuda.MemPool) over the trace, all pools together; a bound where the trace does not say which pool some segments were in (a rule passes only if the whole bound does)",
+		func(r *replay.Result) float64 { return float64(r.Pools.Reserved.Peak) }},
 	{"alloc_retries", Count, "cudaMalloc calls that failed and were retried after freeing the cache (num_alloc_retries)",
 		func(r *replay.Result) float64 { return float64(r.Stat("num_alloc_retries")) }},
 }

@@ -16,6 +16,32 @@ type Bound struct {
 	Min    int64  `json:"min"`
 	Max    *int64 `json:"max"`
 	Reason string `json:"-"`
+	// Bytes says the figure counts bytes: text prints its ends as sizes
+	// (Format).
+	Bytes bool `json:"-"`
+}
+
+// PrivatePoolReserved is the key of the private pools' peak reserved
+// memory among a result's figures and bounds (and check's rule name).
+const PrivatePoolReserved = "private_pool_reserved"
+
+// PrivatePoolAllocated is the key of the private pools' peak allocated
+// memory among a result's bounds.
+const PrivatePoolAllocated = "private_pool_allocated"
+
+// Format renders the bound as String does, each end written by size when
+// the figure counts bytes ("308.0 MiB-444.0 MiB").
+func (b Bound) Format(size func(int64) string) string {
+	if !b.Bytes || size == nil {
+		return b.String()
+	}
+	switch {
+	case b.Max == nil:
+		return ">= " + size(b.Min)
+	case *b.Max == b.Min:
+		return size(b.Min)
+	}
+	return size(b.Min) + "-" + size(*b.Max)
 }
 
 // Contains reports whether x lies inside the bound.
@@ -48,7 +74,26 @@ const (
 	reasonRetries = "a cudaMalloc retried after emptying the cache leaves the same trace as torch.cuda.empty_cache() (or garbage collection) followed by a new segment; every oom entry is one retry"
 	reasonSyncs   = "every torch.cuda.empty_cache() and every retry after an out-of-memory synchronizes all streams, but an empty_cache() that releases nothing leaves no trace entry"
 	reasonNoTrace = "the snapshot has no trace for this device: only its final state is known"
+	// reasonPoolOpen: Pools.AmbiguousBytes.
+	reasonPoolOpen = "the trace does not say which pool some segments it creates and frees belonged to (trace entries carry pool_id from PyTorch 2.9), and more than one pool (or none) reproduces them: the lower end counts them in the default pools, the upper end in private ones"
 )
+
+// poolBounds are the private pools' peaks, reserved and allocated, when
+// the trace leaves some segments' pool open: each between the peak the
+// replay measured (those segments in the default pools) and that plus
+// every such segment's bytes (all of them in private pools at once, and
+// full). Nil when the peaks are exact.
+func poolBounds(p *PoolFigures) map[string]Bound {
+	if p.AmbiguousBytes == 0 {
+		return nil
+	}
+	out := map[string]Bound{}
+	for k, peak := range map[string]int64{PrivatePoolReserved: p.Reserved.Peak, PrivatePoolAllocated: p.Allocated.Peak} {
+		hi := peak + p.AmbiguousBytes
+		out[k] = Bound{Min: peak, Max: &hi, Reason: reasonPoolOpen, Bytes: true}
+	}
+	return out
+}
 
 // traceBounds works out the memory_stats counters a recorded trace does
 // not determine (allocator model §4, §5.3, §6.2; CUDACachingAllocator.cpp

@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/memstat/memstat/pkg/allocator"
@@ -88,5 +89,28 @@ func TestRoundTripRegressions(t *testing.T) {
 				t.Errorf("%s, %s, seed %d (%s): %v %s", c.setting, c.v, c.seed, c.why, o.problems, o.skipped)
 			}
 		}
+	}
+}
+
+// TestPoolBounds: the private pools' peaks are bounds only where some
+// segments' pool is open, from the measured peak up by those bytes, and
+// print as sizes.
+func TestPoolBounds(t *testing.T) {
+	p := PoolFigures{Reserved: allocator.Stat{Peak: 308 << 20}, Allocated: allocator.Stat{Peak: 200 << 20}}
+	if b := poolBounds(&p); b != nil {
+		t.Errorf("no open segment, bounds %v", b)
+	}
+	p.AmbiguousBytes = 136 << 20
+	b := poolBounds(&p)
+	r, a := b[PrivatePoolReserved], b[PrivatePoolAllocated]
+	if !r.Contains(404<<20) || r.Contains(445<<20) || r.Contains(300<<20) || !a.Contains(336<<20) || a.Contains(337<<20) {
+		t.Errorf("bounds %+v %+v", r, a)
+	}
+	size := func(v int64) string { return fmt.Sprintf("%d MiB", v>>20) }
+	if got := r.Format(size); got != "308 MiB-444 MiB" {
+		t.Errorf("Format %q", got)
+	}
+	if got := (Bound{Min: 3}).Format(size); got != ">= 3" {
+		t.Errorf("a count's Format %q", got)
 	}
 }

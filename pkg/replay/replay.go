@@ -679,6 +679,9 @@ func (r *Replay) Result() *Result {
 		r.res.Pools.Final = us
 		r.res.Pools.Reserved, r.res.Pools.Allocated = r.a.PrivatePoolStats()
 	}
+	if r.res.Bounds != nil {
+		maps.Copy(r.res.Bounds, poolBounds(&r.res.Pools))
+	}
 	r.res.History.Note = historyNote(&r.res.History)
 	return r.res
 }

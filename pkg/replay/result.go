@@ -212,9 +212,11 @@ type PoolFigures struct {
 	Allocated allocator.Stat `json:"allocated"`
 	// Inferred counts calls whose pool the recording did not say and the
 	// replay found by trying the pools; Ambiguous those where more than
-	// one pool fits, and AmbiguousBytes the segment bytes they created:
-	// the per-pool peaks may be off by up to that much (the totals over
-	// all pools are exact).
+	// one pool fits (or none), and AmbiguousBytes the segment bytes they
+	// created: the replay counted those in the default pools, so the
+	// private pools' peaks are then bounds (Bounds[PrivatePoolReserved]
+	// and Bounds[PrivatePoolAllocated]: up to that much higher). The
+	// current figures and the totals over all pools are exact.
 	Inferred       int   `json:"inferred_calls,omitempty"`
 	Ambiguous      int   `json:"ambiguous_calls,omitempty"`
 	AmbiguousBytes int64 `json:"ambiguous_bytes,omitempty"`

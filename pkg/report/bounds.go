@@ -18,7 +18,7 @@ func CounterCell(res *replay.Result, key string) Cell {
 // BoundCell renders a bound; its raw value (CSV, JSON tables) is the
 // same text.
 func BoundCell(b replay.Bound) Cell {
-	return Str(b.String())
+	return Str(b.Format(Size))
 }
 
 // BoundNotes are the notes under a replay's figures: one line per
@@ -27,7 +27,7 @@ func BoundNotes(res *replay.Result) []string {
 	var out []string
 	for _, k := range replay.BoundKeys(res.Bounds) {
 		b := res.Bounds[k]
-		out = append(out, fmt.Sprintf("%s is a bound (%s), not an exact figure: %s.", k, b, b.Reason))
+		out = append(out, fmt.Sprintf("%s is a bound (%s), not an exact figure: %s.", k, b.Format(Size), b.Reason))
 	}
 	return out
 }

@@ -43,6 +43,8 @@ var figureLabels = map[string]string{
 	"active.all.current":                 "Active blocks at the end",
 	"requested_bytes.all.allocated":      "Requested in total",
 	"inactive_split_bytes.all.allocated": "Non-releasable in total",
+	replay.PrivatePoolReserved:           "Peak reserved in private pools",
+	replay.PrivatePoolAllocated:          "Peak allocated in private pools",
 }
 
 // FigureLabel names a memory_stats key for people ("" when it has no

@@ -47,7 +47,8 @@ func PoolTable(res *replay.Result) *Table {
 
 // PoolLine says in one sentence what the private pools held: now, at
 // their peak, and what the peak is worth where the trace leaves some
-// segments' pool open. Empty without private pools.
+// segments' pool open (a bound, explained in the notes: BoundNotes).
+// Empty without private pools.
 func PoolLine(res *replay.Result) string {
 	p := &res.Pools
 	if !p.Any() {
@@ -56,27 +57,23 @@ func PoolLine(res *replay.Result) string {
 	n := len(p.Final) - 1
 	s := fmt.Sprintf("private pools (CUDA graphs, MemPool): %d now, %s reserved and %s allocated in them; ",
 		n, Size(p.Reserved.Current), Size(p.Allocated.Current))
-	if p.AmbiguousBytes > 0 {
-		return s + fmt.Sprintf("peak reserved between %s and %s (the trace does not say the pool of %s of segments it creates and frees)",
-			Size(p.Reserved.Peak), Size(p.Reserved.Peak+p.AmbiguousBytes), Size(p.AmbiguousBytes))
+	if b, ok := res.Bounds[replay.PrivatePoolReserved]; ok {
+		return s + "peak " + b.Format(Size) + " reserved (a bound: see the notes)"
 	}
 	return s + "peak " + Size(p.Reserved.Peak) + " reserved"
 }
 
 // PoolJSON is the per-pool part of a device's JSON.
 type PoolJSON struct {
-	// Reserved and Allocated total the private pools: now and at peak.
-	ReservedCurrent  int64 `json:"reserved_bytes_current"`
-	ReservedPeak     int64 `json:"reserved_bytes_peak"`
-	AllocatedCurrent int64 `json:"allocated_bytes_current"`
-	AllocatedPeak    int64 `json:"allocated_bytes_peak"`
-	// ReservedPeakExact is false where the trace leaves some segments'
-	// pool open: the peak then lies between ReservedPeak (the segments
-	// known to be private) and ReservedPeakBound (all open ones counted
-	// as private). The current figures are exact either way.
-	ReservedPeakExact bool           `json:"reserved_bytes_peak_exact"`
-	ReservedPeakBound int64          `json:"reserved_bytes_peak_upper_bound"`
-	Pools             []PoolJSONItem `json:"pools"`
+	// The private pools' totals, now and at peak. A peak the trace does
+	// not determine (it leaves some segments' pool open) is absent here
+	// and given in the device's bounds, as private_pool_reserved and
+	// private_pool_allocated; the current figures are always exact.
+	ReservedCurrent  int64          `json:"reserved_bytes_current"`
+	ReservedPeak     *int64         `json:"reserved_bytes_peak,omitempty"`
+	AllocatedCurrent int64          `json:"allocated_bytes_current"`
+	AllocatedPeak    *int64         `json:"allocated_bytes_peak,omitempty"`
+	Pools            []PoolJSONItem `json:"pools"`
 }
 
 // PoolJSONItem is one pool at the end.
@@ -96,12 +93,12 @@ func PoolsJSON(res *replay.Result) *PoolJSON {
 	if !p.Any() {
 		return nil
 	}
-	out := &PoolJSON{
-		ReservedCurrent: p.Reserved.Current, ReservedPeak: p.Reserved.Peak,
-		AllocatedCurrent: p.Allocated.Current, AllocatedPeak: p.Allocated.Peak,
-		ReservedPeakBound: p.Reserved.Peak + p.AmbiguousBytes,
-		ReservedPeakExact: p.AmbiguousBytes == 0,
-		Pools:             []PoolJSONItem{},
+	out := &PoolJSON{ReservedCurrent: p.Reserved.Current, AllocatedCurrent: p.Allocated.Current, Pools: []PoolJSONItem{}}
+	if _, ok := res.Bounds[replay.PrivatePoolReserved]; !ok {
+		out.ReservedPeak = &p.Reserved.Peak
+	}
+	if _, ok := res.Bounds[replay.PrivatePoolAllocated]; !ok {
+		out.AllocatedPeak = &p.Allocated.Peak
 	}
 	for _, u := range p.Final {
 		out.Pools = append(out.Pools, PoolJSONItem{ID: u.ID, Kind: poolKind(u), Segments: u.Segments,

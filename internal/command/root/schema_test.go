@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/memstat/memstat/internal/command"
+	"github.com/memstat/memstat/internal/fixture"
 	"github.com/memstat/memstat/internal/iostreams"
 	"github.com/memstat/memstat/internal/realdata"
 	"github.com/memstat/memstat/internal/schemacheck"
@@ -66,7 +67,12 @@ func TestJSONMatchesSchema(t *testing.T) {
 	if err := snapshot.WriteFile(recorded, testsnap.Build(t).Snapshot); err != nil {
 		t.Fatal(err)
 	}
-	pairs := [][2]string{{recorded, recorded}}
+	// Recordings with private pools: at 2.8 the trace leaves some
+	// segments' pool open (the pools' peaks are bounds); an OOM while a
+	// graph's pool holds free memory.
+	graphs, _ := fixture.RecordFile(t, "cuda_graphs.mem", "graphs.pickle", "--torch-version", "2.8")
+	poolOOM, _ := fixture.RecordFile(t, "pool_oom.mem", "pool_oom.pickle", "--device-memory", "1GiB")
+	pairs := [][2]string{{recorded, recorded}, {graphs, poolOOM}, {poolOOM, graphs}}
 	if files := realdata.FilesIfPresent(); len(files) > 0 {
 		for _, f := range files {
 			if strings.Contains(f, "Nesta-gitU") {
