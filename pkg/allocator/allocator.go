@@ -170,6 +170,18 @@ func (a *Allocator) Device() *Device { return a.dev }
 // Segments kept outside the simulation (AddUnmodelled) count in them.
 func (a *Allocator) Stats() Stats { return a.outside.withUnmodelled(a.stats) }
 
+// AllocatedReserved returns Stats' allocated_bytes.all and
+// reserved_bytes.all without copying every statistic: for callers that
+// follow them after each call (a replay's observers).
+func (a *Allocator) AllocatedReserved() (allocated, reserved Stat) {
+	allocated, reserved = a.stats.AllocatedBytes[PoolAll], a.stats.ReservedBytes[PoolAll]
+	if u := &a.outside; len(u.segs) > 0 {
+		addKept(&allocated, &u.all.AllocatedBytes[PoolAll], &u.fromStart.AllocatedBytes[PoolAll])
+		addKept(&reserved, &u.all.ReservedBytes[PoolAll], &u.fromStart.ReservedBytes[PoolAll])
+	}
+	return allocated, reserved
+}
+
 // MemoryStats returns torch.cuda.memory_stats(): PyTorch's flat keys with
 // their values, sorted by key as PyTorch sorts them.
 func (a *Allocator) MemoryStats() []KeyValue {

@@ -121,19 +121,22 @@ func (u *unmodelled) withUnmodelled(s Stats) Stats {
 	if len(u.segs) == 0 {
 		return s
 	}
-	add := func(dst *Stat, all, start *Stat) {
-		dst.Current += all.Current
-		dst.Peak = max(dst.Peak+start.Current, dst.Current)
-	}
 	arrays, all, start := s.arrays(), u.all.arrays(), u.fromStart.arrays()
 	for i := range arrays {
 		for p := range arrays[i] {
-			add(&arrays[i][p], &all[i][p], &start[i][p])
+			addKept(&arrays[i][p], &all[i][p], &start[i][p])
 		}
 	}
-	add(&s.OversizeAllocations, &u.all.OversizeAllocations, &u.fromStart.OversizeAllocations)
-	add(&s.OversizeSegments, &u.all.OversizeSegments, &u.fromStart.OversizeSegments)
+	addKept(&s.OversizeAllocations, &u.all.OversizeAllocations, &u.fromStart.OversizeAllocations)
+	addKept(&s.OversizeSegments, &u.all.OversizeSegments, &u.fromStart.OversizeSegments)
 	return s
+}
+
+// addKept adds a kept segments' figure (all: every kept segment; start: those
+// kept since the start, which count in the peak before they were kept).
+func addKept(dst *Stat, all, start *Stat) {
+	dst.Current += all.Current
+	dst.Peak = max(dst.Peak+start.Current, dst.Current)
 }
 
 func addCurrent(dst, src *Stats) {

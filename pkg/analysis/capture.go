@@ -193,17 +193,16 @@ func (c *capturer) step(lo, hi int, a *allocator.Allocator) {
 		}
 		c.next++
 	}
-	if lo < 0 {
-		st := a.Stats()
-		c.alloc.best, c.res.best = st.AllocatedBytes[allocator.PoolAll].Peak, st.ReservedBytes[allocator.PoolAll].Peak
-		return
-	}
 	if !c.alloc.on && !c.res.on {
 		return
 	}
-	st := a.Stats()
-	c.track(&c.alloc, lo, hi, st.AllocatedBytes[allocator.PoolAll].Peak, take)
-	c.track(&c.res, lo, hi, st.ReservedBytes[allocator.PoolAll].Peak, take)
+	al, re := a.AllocatedReserved()
+	if lo < 0 {
+		c.alloc.best, c.res.best = al.Peak, re.Peak
+		return
+	}
+	c.track(&c.alloc, lo, hi, al.Peak, take)
+	c.track(&c.res, lo, hi, re.Peak, take)
 }
 
 func (c *capturer) track(p *peakTrack, lo, hi int, peak int64, take func(int) *State) {

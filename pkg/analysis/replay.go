@@ -76,9 +76,8 @@ func ReplayObservedFor(s *snapshot.Snapshot, device int, want Want, start func(a
 		firstFree:   make(map[uint64]snapshot.StackID),
 	}
 	r, err := replay.New(s, replay.Options{Device: device, OnEvent: func(i int, e snapshot.TraceEntry, a *allocator.Allocator) {
-		st := a.Stats()
-		rp.Allocated[i] = st.AllocatedBytes[allocator.PoolAll].Current
-		rp.Reserved[i] = st.ReservedBytes[allocator.PoolAll].Current
+		al, re := a.AllocatedReserved()
+		rp.Allocated[i], rp.Reserved[i] = al.Current, re.Current
 		if each != nil {
 			each(i, e, a)
 		}
