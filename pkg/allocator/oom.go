@@ -57,10 +57,14 @@ func (e *OOMError) ExceptionName() string {
 //     max_split_size_mb hint;
 //   - 2.2-2.3: "capacity", the expandable_segments:True hint with the
 //     #environment-variables link, still no "allowed" clause;
-//   - 2.4-2.9: "A allowed; " after the process lines when a memory
-//     fraction is set, and the private-pool clause (read in v2.6.0);
-//   - 2.10: the hint names PYTORCH_ALLOC_CONF (the newer docs link
-//     landed on main after the 2.10 branch).
+//   - 2.4: the private-pool clause (PR #124673, April 2024, before the
+//     2.4 branch cut), still no "allowed" clause;
+//   - 2.5-2.9: "A allowed; " after the process lines when a memory
+//     fraction is set (PR #129546, "Restore allowed_info in OOM message",
+//     merged 2024-06-29, after the 2.4 branch cut); read in v2.6.0;
+//   - 2.10: the hint names PYTORCH_ALLOC_CONF (PR #172327 of 2026-01-13
+//     put PYTORCH_CUDA_ALLOC_CONF and the newer docs link back on main,
+//     after the 2.10 branch).
 func (e *OOMError) Error() string {
 	if e.OverOneEiB {
 		return "CUDA out of memory. Tried to allocate more than 1EB memory."
@@ -84,7 +88,7 @@ func (e *OOMError) Error() string {
 	if e.Version < V2_2 {
 		capacity = "capacty"
 	}
-	if e.Version < V2_4 {
+	if !e.Version.printsAllowedInfo() {
 		allowed = ""
 	}
 	pools := e.PrivatePools

@@ -99,6 +99,13 @@ func (v Version) skipsExpandableInRelease() bool { return v >= V2_5 }
 // 2.6); before it the oversize tolerance is the constant 20 MiB.
 func (v Version) hasMaxNonSplitRounding() bool { return v >= V2_6 }
 
+// printsAllowedInfo: from PR #99699 (2.1) malloc computed allowed_info
+// but left it out of the message; PR #129546 ("Restore allowed_info in OOM
+// message when applicable", merged 2024-06-29, after the release/2.4
+// branch cut) printed it again, so 2.5 is the first release since 2.0 to
+// print "A allowed; " (v2.6.0 read). 2.0 prints it in its own format.
+func (v Version) printsAllowedInfo() bool { return v >= V2_5 }
+
 // tokenizerParser: 2.9 moved config parsing to AcceleratorAllocatorConfig
 // with a tokenizer, new error messages, max_split_size_mb >= 20 and a
 // different ">" list fill.

@@ -45,13 +45,17 @@ func TestGCAverageAgeIsFloatingPoint(t *testing.T) {
 // when the last retry fails, release by release, with a memory fraction
 // set (allowed_info) and memory cached in private pools
 // (allocated_in_private_pools). 2.0 prints "allowed" in its parenthesis;
-// 2.1 (PR #99699) to 2.3 compute allowed_info but never print it; v2.6.0
-// prints it after the process lines, with the private-pool clause.
+// 2.1 (PR #99699) to 2.4 compute allowed_info but never print it; 2.4
+// adds the private-pool clause (PR #124673, April 2024, before the 2.4
+// branch cut); 2.5 prints allowed_info again after the process lines (PR
+// #129546, merged 2024-06-29, after the 2.4 branch cut), as v2.6.0's
+// DeviceCachingAllocator::malloc does.
 func TestOOMMessagePerRelease(t *testing.T) {
 	const (
 		head21   = "CUDA out of memory. Tried to allocate 20.00 MiB. GPU 0 has a total capacty of 1000.00 MiB of which 890.00 MiB is free. "
 		head     = "CUDA out of memory. Tried to allocate 20.00 MiB. GPU 0 has a total capacity of 1000.00 MiB of which 890.00 MiB is free. "
 		noPools  = "Of the allocated memory 110.00 MiB is allocated by PyTorch, and 15.00 MiB is reserved by PyTorch but unallocated."
+		pools24  = "Of the allocated memory 118.00 MiB is allocated by PyTorch, with 8.00 MiB allocated in private pools (e.g., CUDA Graphs), and 7.00 MiB is reserved by PyTorch but unallocated."
 		pools    = "125.00 MiB allowed; Of the allocated memory 118.00 MiB is allocated by PyTorch, with 8.00 MiB allocated in private pools (e.g., CUDA Graphs), and 7.00 MiB is reserved by PyTorch but unallocated."
 		splitTip = " If reserved but unallocated memory is large try setting max_split_size_mb to avoid fragmentation.  See documentation for Memory Management and PYTORCH_CUDA_ALLOC_CONF"
 		expTip   = " If reserved but unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See documentation for Memory Management  (https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)"
@@ -65,7 +69,8 @@ func TestOOMMessagePerRelease(t *testing.T) {
 		{V2_1, head21 + noPools + splitTip, "torch.cuda.OutOfMemoryError"},
 		{V2_2, head + noPools + expTip, "torch.cuda.OutOfMemoryError"},
 		{V2_3, head + noPools + expTip, "torch.cuda.OutOfMemoryError"},
-		{V2_4, head + pools + expTip, "torch.OutOfMemoryError"},
+		{V2_4, head + pools24 + expTip, "torch.OutOfMemoryError"},
+		{V2_5, head + pools + expTip, "torch.OutOfMemoryError"},
 		{V2_6, head + pools + expTip, "torch.OutOfMemoryError"},
 		{V2_9, head + pools + expTip, "torch.OutOfMemoryError"},
 		{V2_10, head + pools + expTip10, "torch.OutOfMemoryError"},
