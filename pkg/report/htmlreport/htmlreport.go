@@ -69,7 +69,16 @@ type Device struct {
 // kept, shown in address order).
 const MaxSegments = 400
 
-// Write renders the page.
+// PageBudget bounds the page (the promise: a report stays under
+// 10 MB for any input). Each device's sections are bounded on their own
+// (the picture, MaxSegments, the stacks listed), and the interactive
+// timeline by webview's Static* limits, but devices add up: when the page
+// would be larger, the devices at the end keep their headline, notes and
+// memory_stats and leave out their picture, the stacks of the peak and of
+// the OOMs and the segment map, each saying so and how to get them.
+const PageBudget = 9_500_000
+
+// Write renders the report as one self-contained HTML page.
 func Write(w io.Writer, r *Report) error {
 	v := view{File: r.File, Version: r.Version, Warnings: r.Warnings, Interactive: r.Interactive}
 	for i := range r.Devices {
@@ -79,7 +88,71 @@ func Write(w io.Writer, r *Report) error {
 		}
 		v.Devices = append(v.Devices, dv)
 	}
-	return page.Execute(w, v)
+	var buf bytes.Buffer
+	// render renders the page with the first whole devices whole.
+	render := func(whole int) error {
+		vv := v
+		vv.Devices = slices.Clone(v.Devices)
+		for i := whole; i < len(vv.Devices); i++ {
+			vv.Devices[i] = trimmed(vv.Devices[i], r.File, vv.Devices[whole].Device)
+		}
+		buf.Reset()
+		return page.Execute(&buf, vv)
+	}
+	if err := render(len(v.Devices)); err != nil {
+		return err
+	}
+	if buf.Len() > PageBudget {
+		// The most devices kept whole within the budget (the page's size
+		// grows with them): a binary search, a few renderings.
+		lo, hi := 0, len(v.Devices)-1
+		var fit []byte // the page of lo, once rendered
+		for lo < hi {
+			mid := (lo + hi + 1) / 2
+			if err := render(mid); err != nil {
+				return err
+			}
+			if buf.Len() <= PageBudget {
+				lo, fit = mid, slices.Clone(buf.Bytes())
+			} else {
+				hi = mid - 1
+			}
+		}
+		if fit == nil {
+			if err := render(lo); err != nil {
+				return err
+			}
+			fit = buf.Bytes()
+		}
+		_, err := w.Write(fit)
+		return err
+	}
+	_, err := w.Write(buf.Bytes())
+	return err
+}
+
+// trimmed is a device's view without its heaviest parts, each replaced by
+// a note; from is the first device trimmed.
+func trimmed(dv devView, file string, from int) devView {
+	note := fmt.Sprintf("Left out to keep the page under 10 MB (devices %d and later are shortened): memstat report %s --device %d -o OUT.html shows it.", from, baseName(file), dv.Device)
+	dv.Trimmed = note
+	if dv.Plot != "" {
+		dv.Plot, dv.PlotNote = "", note
+	}
+	if dv.Peak != nil {
+		pk := *dv.Peak
+		pk.Stacks, pk.Trimmed = nil, note
+		dv.Peak = &pk
+	}
+	if dv.OOMs != nil {
+		ooms := slices.Clone(dv.OOMs)
+		for i := range ooms {
+			ooms[i].Stack = []string{note}
+		}
+		dv.OOMs = ooms
+	}
+	dv.Segments = nil
+	return dv
 }
 
 type view struct {
@@ -102,6 +175,9 @@ type devView struct {
 	Stats, Counters              *tableView
 	Segments                     *segView
 	Notes                        []string
+	// Trimmed, when set, says why the device's heaviest parts are left
+	// out (PageBudget).
+	Trimmed string
 }
 
 type tableView struct {
@@ -120,6 +196,8 @@ type peakView struct {
 	Table  *tableView
 	Stacks []stackView
 	Before string
+	// Trimmed says why Stacks is empty (PageBudget).
+	Trimmed string
 }
 
 type stackView struct {

@@ -2,6 +2,7 @@ package htmlreport
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -58,5 +59,65 @@ func TestEmptyDevice(t *testing.T) {
 	}
 	if strings.Contains(page, "<odd>") {
 		t.Error("the file name is not escaped")
+	}
+}
+
+// TestPageBudget: many devices whose segment maps are each within
+// MaxSegments still add up; the page keeps the first devices whole and
+// shortens the rest, each saying so, within PageBudget.
+func TestPageBudget(t *testing.T) {
+	seg := analysis.SegmentInfo{Address: 1 << 40, Size: 200 << 20}
+	for k := range 100 { // alternating runs: one bar span each
+		st := snapshot.ActiveAllocated
+		if k%2 == 1 {
+			st = snapshot.Inactive
+		}
+		seg.Blocks = append(seg.Blocks, snapshot.Block{Address: seg.Address + uint64(k)<<20, Size: 1 << 20, State: st})
+	}
+	m := &analysis.SegmentMap{}
+	for i := range MaxSegments {
+		s := seg
+		s.Address += uint64(i) << 30
+		m.Segments = append(m.Segments, s)
+	}
+	const devices = 4
+	r := &Report{File: "many.pickle"}
+	for d := range devices {
+		r.Devices = append(r.Devices, Device{Device: d, Headline: "headline", Segments: m})
+	}
+	var buf bytes.Buffer
+	if err := Write(&buf, r); err != nil {
+		t.Fatal(err)
+	}
+	page := buf.String()
+	if buf.Len() > PageBudget {
+		t.Fatalf("page of %d bytes, over the budget of %d", buf.Len(), PageBudget)
+	}
+	whole := strings.Count(page, `<table class="segmap">`)
+	if whole < 1 || whole >= devices {
+		t.Fatalf("%d of %d devices kept their segment map", whole, devices)
+	}
+	for d := range devices {
+		sec := page[strings.Index(page, fmt.Sprintf(`id="d%d-segments"`, d)):]
+		sec = sec[:strings.Index(sec, "</section>")]
+		trimmed := strings.Contains(sec, "Left out to keep the page under 10 MB")
+		if trimmed != (d >= whole) || strings.Contains(sec, "segmap") == trimmed {
+			t.Errorf("device %d: trimmed %v, want devices %d and later trimmed", d, trimmed, whole)
+		}
+		if trimmed && !strings.Contains(sec, fmt.Sprintf("--device %d -o", d)) {
+			t.Errorf("device %d: the note does not say how to get the map: %s", d, sec)
+		}
+	}
+	// Every device keeps its headline.
+	if n := strings.Count(page, `class="headline">headline<`); n != devices {
+		t.Errorf("%d headlines, want %d", n, devices)
+	}
+	// One device of the same size is not trimmed.
+	buf.Reset()
+	if err := Write(&buf, &Report{File: "one.pickle", Devices: r.Devices[:1]}); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(buf.String(), "Left out") {
+		t.Error("a page within the budget was shortened")
 	}
 }
