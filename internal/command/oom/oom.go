@@ -5,6 +5,7 @@ package oom
 
 import (
 	"fmt"
+	"strconv"
 
 	"github.com/spf13/cobra"
 
@@ -158,6 +159,11 @@ func writeText(opts *Options, devices []deviceOOM) error {
 			doc.Pre(stack)
 			doc.Line("what to do:")
 			doc.List(report.AdviceText(o))
+			dev := -1
+			if rp.Snap.Devices() > 1 {
+				dev = rp.Device
+			}
+			command.ViewHint(opts.IO, opts.File, dev, strconv.Itoa(o.Moment.Index))
 		}
 	}
 	return doc.Err()

@@ -160,6 +160,9 @@ func writeText(opts *Options, devices []devicePeak) error {
 			doc.Line("peaks by annotation (the record_function ranges of external_annotations):")
 			doc.Table(report.PhaseTable(p.Phases, p.Entries))
 		}
+		if p.Coverage != replay.CoverageNone && p.Entries > 0 {
+			command.ViewHint(opts.IO, opts.File, hintDevice(rp), "peak")
+		}
 	}
 	return doc.Err()
 }
@@ -235,4 +238,13 @@ func jsonPeak(opts *Options, devices []devicePeak) any {
 		jds = append(jds, jd)
 	}
 	return opts.Output.Envelope([]string{opts.File}, []report.FileResult{{File: opts.File, Devices: jds}})
+}
+
+// hintDevice is the --device of memstat view's hint: none for a snapshot
+// of one device.
+func hintDevice(rp *analysis.Replayed) int {
+	if rp.Snap.Devices() > 1 {
+		return rp.Device
+	}
+	return -1
 }
