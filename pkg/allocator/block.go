@@ -172,6 +172,12 @@ type region struct {
 	mappedBytes int64
 	// head is the first block of the region (prev == nil).
 	head *block
+	// guessedBase marks a reservation a replay's simulator made where the
+	// recording shows no address for it (an allocation that ran out of
+	// memory leaves its new reservation unmapped): its base is the bump
+	// allocator's guess until the recording maps into it
+	// (Allocator.PlaceGuessedReservation).
+	guessedBase bool
 }
 
 func (r *region) end() uint64 { return r.base + uint64(r.size) }

@@ -103,26 +103,33 @@ func ReservationSize(totalMemory, page int64) int64 {
 }
 
 // placeAt returns the address for a new range, from the driver's policy if
-// it has one for this request, else from the bump allocator. The address
-// must be 512-aligned and must not overlap a live range.
-func (d *Device) placeAt(req SegmentRequest, live regions) (uint64, error) {
+// it has one for this request (dictated), else from the bump allocator. The
+// address must be 512-aligned and must not overlap a live range.
+func (d *Device) placeAt(req SegmentRequest, live regions) (addr uint64, dictated bool, err error) {
 	if d.place != nil {
 		if addr, ok := d.place(req); ok {
 			if addr%MinBlockSize != 0 || addr == 0 {
-				return 0, fmt.Errorf("allocator: dictated segment address %#x is not 512-byte aligned", addr)
+				return 0, false, fmt.Errorf("allocator: dictated segment address %#x is not 512-byte aligned", addr)
 			}
 			if live.overlapping(addr, req.Size) != nil {
-				return 0, fmt.Errorf("allocator: dictated segment address %#x (+%d) overlaps a live segment", addr, req.Size)
+				return 0, false, fmt.Errorf("allocator: dictated segment address %#x (+%d) overlaps a live segment", addr, req.Size)
 			}
-			return addr, nil
+			return addr, true, nil
 		}
 	}
 	const align = SmallBuffer
-	addr := (d.next + align - 1) / align * align
+	next := d.next
+	if n := len(live); n > 0 {
+		// Above every live range: the driver hands out rising addresses,
+		// and in a replay the live ranges were placed where the
+		// recording put them, not by this allocator.
+		next = max(next, live[n-1].end())
+	}
+	addr = (next + align - 1) / align * align
 	for r := live.overlapping(addr, req.Size); r != nil; r = live.overlapping(addr, req.Size) {
 		// Only dictated addresses can be in the way; step past them.
 		addr = (r.end() + align - 1) / align * align
 	}
 	d.next = addr + uint64(req.Size)
-	return addr, nil
+	return addr, false, nil
 }

@@ -80,14 +80,16 @@ func hasRoom(b *block, size int64) bool {
 // is one unmapped block; reserving costs no physical memory.
 func (a *Allocator) createReservation(addr uint64, stream int64, pool *blockPool, page int64, dictated bool) (*block, error) {
 	size := a.dev.reservationSize(page)
+	guessed := false
 	if !dictated {
 		var err error
-		addr, err = a.dev.placeAt(SegmentRequest{Size: size, Stream: stream, Pool: pool.kind(), Expandable: true}, a.regions)
+		addr, dictated, err = a.dev.placeAt(SegmentRequest{Size: size, Stream: stream, Pool: pool.kind(), Expandable: true}, a.regions)
 		if err != nil {
 			return nil, err
 		}
+		guessed = !dictated && a.dev.place != nil
 	}
-	r := &region{base: addr, size: size, stream: stream, pool: pool, expandable: true, page: page}
+	r := &region{base: addr, size: size, stream: stream, pool: pool, expandable: true, page: page, guessedBase: guessed}
 	b := a.newBlock()
 	*b = block{addr: addr, size: size, stream: stream, pool: pool, region: r}
 	r.head = b
@@ -112,6 +114,7 @@ func (a *Allocator) mapBlock(b *block, size int64, ctx snapshot.StackID, checkCa
 	}
 	mappedAt := b.addr
 	pool := b.pool
+	r.guessedBase = false
 	pool.removeUnmapped(b)
 	b.mapped = true
 	if n < b.size {

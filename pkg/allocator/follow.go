@@ -262,6 +262,44 @@ func (a *Allocator) SeedReservation(base uint64, stream int64, pool snapshot.Poo
 	return err
 }
 
+// PlaceGuessedReservation takes a recorded segment_map at base that lies
+// in no reservation the recording placed: if an empty reservation of the
+// stream and pool kind has a base the simulator guessed (an allocation
+// that ran out of memory leaves its new reservation unmapped, at an
+// address the trace never shows), it moves there. A new reservation is
+// mapped from its base, and find_expandable_block takes an empty
+// reservation of the stream before it makes another. It reports whether
+// one was moved.
+func (a *Allocator) PlaceGuessedReservation(base uint64, stream int64, small bool) bool {
+	if in := a.regions.find(base); in != nil && !(in.guessedBase && in.mappedBytes == 0) {
+		return false
+	}
+	if base == 0 || base%MinBlockSize != 0 {
+		return false
+	}
+	for _, r := range a.regions {
+		if !r.guessedBase || r.mappedBytes != 0 || r.stream != stream || r.pool.small != small {
+			continue
+		}
+		if o := a.regions.overlapping(base, r.size); o != nil && o != r {
+			return false
+		}
+		b := r.head
+		r.pool.removeUnmapped(b)
+		a.regions.remove(r)
+		r.base, b.addr, r.guessedBase = base, base, false
+		a.regions.add(r)
+		r.pool.insertUnmapped(b)
+		return true
+	}
+	return false
+}
+
+// TraceLen is the number of trace entries recorded since the trace was
+// last cleared (ClearTrace): in a follow replay, how far the allocator
+// call being tried has come.
+func (a *Allocator) TraceLen() int { return len(a.hist.ring.buf) }
+
 func (a *Allocator) reserveAt(base uint64, stream int64, pool *blockPool) (*region, error) {
 	page := a.pageOf(pool)
 	if base == 0 || base%MinBlockSize != 0 {

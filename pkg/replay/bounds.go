@@ -108,7 +108,10 @@ func poolBounds(p *PoolFigures) map[string]Bound {
 //     collection or release_available_cached_blocks before a new segment
 //     leave the same entries. So each allocation whose entries since the
 //     program's previous call show a release followed by a new segment may
-//     or may not have been a retry.
+//     or may not have been a retry. With expandable segments a retry needs
+//     no new memory when the frees its release_cached_blocks completed
+//     (free_completed apart from their free_requested) leave room next to
+//     unmapped space: such allocations may have been retries too.
 //   - num_sync_all_streams (2.3+) counts synchronize_and_free_events:
 //     once per release_cached_blocks, i.e. per empty_cache() and per retry.
 //     An empty_cache() with nothing to release and no pending frees leaves
@@ -121,26 +124,42 @@ func poolBounds(p *PoolFigures) map[string]Bound {
 // free_requested and snapshot; free_completed and the segment events may
 // come from inside an allocator call.
 func traceBounds(trace []snapshot.TraceEntry, v allocator.Version) map[string]Bound {
+	expandable := slices.ContainsFunc(trace, func(e snapshot.TraceEntry) bool { return e.Action == snapshot.ActionSegmentMap })
 	var ooms, ambiguous, sureEmpty int64
-	released, grew := false, false
+	released, grew, synced := false, false, false
 	endGap := func(call snapshot.Action) {
 		switch {
 		case call == snapshot.ActionOOM:
 			ooms++
-		case released && grew && call == snapshot.ActionAlloc:
+		case (released && grew || synced) && call == snapshot.ActionAlloc:
 			ambiguous++
+			if released && !grew {
+				// A retry served by the synchronized frees: one
+				// release_cached_blocks, whichever it was.
+				sureEmpty++
+			}
 		case released && !grew:
 			sureEmpty++
 		}
-		released, grew = false, false
+		released, grew, synced = false, false, false
 	}
-	for _, e := range trace {
+	for i, e := range trace {
 		switch e.Action {
 		case snapshot.ActionSegmentFree, snapshot.ActionSegmentUnmap:
 			released = true
 		case snapshot.ActionSegmentAlloc, snapshot.ActionSegmentMap:
 			if released {
 				grew = true
+			}
+		case snapshot.ActionFreeCompleted:
+			// A free completed apart from its free_requested waited
+			// for an event: the program synchronized, or the retry's
+			// release_cached_blocks did. With expandable segments the
+			// blocks it frees can serve the retry without a release
+			// (they lie next to unmapped space, or suffice alone); a
+			// cudaMalloc'd retry needs released memory.
+			if expandable && !(i > 0 && trace[i-1].Action == snapshot.ActionFreeRequested && trace[i-1].Addr == e.Addr) {
+				synced = true
 			}
 		case snapshot.ActionAlloc, snapshot.ActionOOM, snapshot.ActionFreeRequested, snapshot.ActionSnapshot:
 			endGap(e.Action)

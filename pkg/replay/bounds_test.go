@@ -80,6 +80,16 @@ func TestRoundTripRegressions(t *testing.T) {
 		{"expandable_segments", allocator.V2_1, 4, "totalGlobalMem was inferred from a gap rounded to 20 MiB, making the large pool's reservations too short"},
 		{"expandable_segments", allocator.V2_3, 6, "the small reservation's end was not bounded by the large pool's later reservation above it"},
 		{"expandable_segments", allocator.V2_10, 70, "an out-of-memory allocation's new reservation, never mapped, sat where the recording later mapped another reservation"},
+		{"expandable_segments", allocator.V2_3, 21, "an out-of-memory allocation's new reservation, never mapped, kept the simulator's guessed base, and later allocations used it instead of the recording's reservation"},
+		{"expandable_segments", allocator.V2_1, 297, "a guessed reservation base below the others made find_expandable_block try it first"},
+		{"expandable_segments", allocator.V2_2, 160, "after the fallback released the reservation the call had mapped in, the new reservation took that earlier map's address"},
+		{"expandable_segments", allocator.V2_4, 18, "totalGlobalMem bounded by the first reservation of each (stream, pool) only: the small pool's reservation swallowed the large pool's next one"},
+		{"expandable_segments", allocator.V2_9, 290, "as 2.4 seed 18"},
+		{"expandable_segments", allocator.V2_6, 31, "a released small reservation made anew inside the old one's (too large) bound"},
+		{"3 streams+expandable", allocator.V2_4, 15, "a reservation too large by the loose totalGlobalMem bound"},
+		{"3 streams+expandable", allocator.V2_1, 74, "a reservation too large by the loose totalGlobalMem bound"},
+		{"3 streams+expandable", allocator.V2_3, 121, "num_alloc_retries: a retry served by the frees its synchronization completed (no release, no new segment) was outside the bound"},
+		{"3 streams+expandable", allocator.V2_6, 227, "as 2.3 seed 121"},
 	} {
 		for _, s := range rtSettings {
 			if s.name != c.setting {

@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -208,7 +209,7 @@ func New(s *snapshot.Snapshot, o Options) (*Replay, error) {
 	}
 	total := o.TotalMemory
 	if total == 0 {
-		total = r.inferTotalMemory()
+		total = r.inferTotalMemory(false)
 	}
 	if follow != nil {
 		// The starting state is the recording's, rebuilt under the
@@ -219,6 +220,11 @@ func New(s *snapshot.Snapshot, o Options) (*Replay, error) {
 			return allocator.ReservationSize(total, page)
 		}
 		r.start = reconstructStart(r.cfg, r.trace, r.streams, r.final, resSize)
+		if o.TotalMemory == 0 && len(r.start.segments) == 0 && len(r.start.reservations) == 0 {
+			// A trace from an empty allocator: every reservation it
+			// uses is made in it, so its maps and unmaps tell more.
+			total = r.inferTotalMemory(true)
+		}
 		r.startPools()
 	}
 	r.res.Warnings = append(r.res.Warnings, r.start.warnings...)
@@ -242,7 +248,7 @@ func New(s *snapshot.Snapshot, o Options) (*Replay, error) {
 // memory, in whole pages) further on. Without a trace the final segments
 // alone bound it; else a guessed 80 GiB would make a reservation that
 // swallows its neighbours.
-func (r *Replay) inferTotalMemory() int64 {
+func (r *Replay) inferTotalMemory(fromEmpty bool) int64 {
 	limit := int64(allocator.DefaultTotalMemory)
 	type key struct {
 		stream int64
@@ -300,29 +306,64 @@ func (r *Replay) inferTotalMemory() int64 {
 	for k, b := range bases {
 		addrs = append(addrs, base{b, pageOf(k)})
 	}
-	slices.SortFunc(addrs, func(x, y base) int {
-		switch {
-		case x.addr < y.addr:
-			return -1
-		case x.addr > y.addr:
-			return 1
-		}
-		return 0
-	})
 	bound := func(gap, page int64) {
 		gap = gap / page * page
 		if t := gap / 9 * 8; t > 0 && t < limit {
 			limit = t
 		}
 	}
-	for i := 1; i < len(addrs); i++ {
-		// The lower reservation is total + total/8 rounded up to its
-		// own pages (2 MiB small, 20 MiB large) and fits in the gap, so
-		// total*9/8 <= the gap rounded down to those pages. Rounding by
-		// 20 MiB whatever the pool made small reservations too short,
-		// not rounding at all made them too long; either way a recorded
-		// new reservation was taken for a map inside an old one.
-		bound(int64(addrs[i].addr-addrs[i-1].addr), addrs[i-1].page)
+	gaps := func() {
+		slices.SortFunc(addrs, func(x, y base) int { return cmp.Compare(x.addr, y.addr) })
+		for i := 1; i < len(addrs); i++ {
+			// The lower reservation is total + total/8 rounded up to
+			// its own pages (2 MiB small, 20 MiB large) and fits in the
+			// gap, so total*9/8 <= the gap rounded down to those pages.
+			// Rounding by 20 MiB whatever the pool made small
+			// reservations too short, not rounding at all made them too
+			// long; either way a recorded new reservation was taken for
+			// a map inside an old one.
+			bound(int64(addrs[i].addr-addrs[i-1].addr), addrs[i-1].page)
+		}
+	}
+	gaps()
+	// From an empty allocator (every reservation made in the trace): a
+	// (stream, pool) may release a reservation (release_blocks frees one
+	// it unmapped entirely) and make new ones, and an allocation that ran
+	// out of memory may leave a new reservation that is mapped only
+	// later. Walking the maps and unmaps with the reservation sizes the
+	// bound allows (too large, never too small) finds more bases: a map
+	// that is not inside a live reservation of its (stream, pool) is the
+	// first map of a new reservation, at its base. Each base is one more
+	// gap, a tighter bound, which may show more new reservations.
+	found := map[uint64]bool{}
+	for _, b := range addrs {
+		found[b.addr] = true
+	}
+	for fromEmpty {
+		added := false
+		var w reservationWalk
+		for i, e := range r.trace {
+			switch e.Action {
+			case snapshot.ActionSegmentUnmap:
+				w.unmap(e.Addr, e.Size)
+			case snapshot.ActionSegmentMap:
+				k := mapKey(i, e)
+				res := w.containing(e.Addr)
+				if res == nil || res.key != k || e.Addr >= res.base+uint64(allocator.ReservationSize(limit, pageOf(k))) {
+					res = w.reserve(e.Addr, k)
+					if !found[e.Addr] {
+						found[e.Addr] = true
+						addrs = append(addrs, base{e.Addr, pageOf(k)})
+						added = true
+					}
+				}
+				w.mapIn(res, e.Addr, e.Size)
+			}
+		}
+		if !added {
+			break
+		}
+		gaps()
 	}
 	// A map for another (stream, pool) above a reservation's first
 	// recorded map lies beyond that reservation (the driver hands out
@@ -347,6 +388,90 @@ func (r *Replay) inferTotalMemory() int64 {
 		limit = need
 	}
 	return limit
+}
+
+// reservationWalk follows the expandable reservations of a trace (for
+// inferTotalMemory): the live ones by base, and the mapped ranges, which
+// tell which reservation an unmap belongs to.
+type reservationWalk struct {
+	live   []*walkedReservation // by base
+	ranges []mappedRange        // by start, disjoint
+}
+
+type walkedReservation struct {
+	base   uint64
+	key    any // inferTotalMemory's (stream, pool kind, pool id)
+	mapped int64
+}
+
+type mappedRange struct {
+	start, end uint64
+	res        *walkedReservation
+}
+
+// containing returns the live reservation with the highest base at or
+// below addr: the only one that can hold addr, reservations being
+// disjoint.
+func (w *reservationWalk) containing(addr uint64) *walkedReservation {
+	i := sort.Search(len(w.live), func(i int) bool { return w.live[i].base > addr })
+	if i == 0 {
+		return nil
+	}
+	return w.live[i-1]
+}
+
+func (w *reservationWalk) reserve(base uint64, key any) *walkedReservation {
+	res := &walkedReservation{base: base, key: key}
+	i := sort.Search(len(w.live), func(i int) bool { return w.live[i].base >= base })
+	if i < len(w.live) && w.live[i].base == base {
+		w.live[i] = res
+		return res
+	}
+	w.live = slices.Insert(w.live, i, res)
+	return res
+}
+
+func (w *reservationWalk) mapIn(res *walkedReservation, addr uint64, size int64) {
+	w.cut(addr, addr+uint64(size))
+	i := sort.Search(len(w.ranges), func(i int) bool { return w.ranges[i].start >= addr })
+	w.ranges = slices.Insert(w.ranges, i, mappedRange{addr, addr + uint64(size), res})
+	res.mapped += size
+}
+
+// unmap takes [addr, +size) out of its reservation; a reservation left
+// with nothing mapped was released (release_blocks).
+func (w *reservationWalk) unmap(addr uint64, size int64) {
+	i := sort.Search(len(w.ranges), func(i int) bool { return w.ranges[i].end > addr })
+	if i == len(w.ranges) || w.ranges[i].start > addr {
+		return
+	}
+	res := w.ranges[i].res
+	w.cut(addr, addr+uint64(size))
+	if res.mapped -= size; res.mapped <= 0 {
+		if j := slices.Index(w.live, res); j >= 0 {
+			w.live = slices.Delete(w.live, j, j+1)
+		}
+	}
+}
+
+// cut removes [lo, hi) from the mapped ranges.
+func (w *reservationWalk) cut(lo, hi uint64) {
+	i := sort.Search(len(w.ranges), func(i int) bool { return w.ranges[i].end > lo })
+	j := i
+	for j < len(w.ranges) && w.ranges[j].start < hi {
+		j++
+	}
+	if i == j {
+		return
+	}
+	var keep []mappedRange
+	if m := w.ranges[i]; m.start < lo {
+		keep = append(keep, mappedRange{m.start, lo, m.res})
+	}
+	if m := w.ranges[j-1]; m.end > hi {
+		keep = append(keep, mappedRange{hi, m.end, m.res})
+	}
+	w.ranges = slices.Replace(w.ranges, i, j, keep...)
 }
 
 // mapIsSmall reports whether the segment_map at entry i serves a
@@ -742,7 +867,19 @@ func isRelease(a snapshot.Action) bool {
 // reservation starts at the first recorded segment_map that lies outside
 // every known reservation.
 func (r *Replay) segmentAddress(req allocator.SegmentRequest) (uint64, bool) {
-	for k := r.win[0]; k <= r.win[1] && k < len(r.trace); k++ {
+	// The entry for this segment is the one the call is about to record:
+	// after a fallback released a reservation, an earlier map of the same
+	// call lies outside every reservation too.
+	if addr, ok := r.recordedSegment(req, r.win[0]+r.cur.TraceLen()); ok {
+		return addr, true
+	}
+	return r.recordedSegment(req, r.win[0])
+}
+
+// recordedSegment finds the recorded address for a new segment or
+// reservation among the window's entries from k on.
+func (r *Replay) recordedSegment(req allocator.SegmentRequest, k int) (uint64, bool) {
+	for ; k <= r.win[1] && k < len(r.trace); k++ {
 		e := r.trace[k]
 		switch {
 		case !req.Expandable && e.Action == snapshot.ActionSegmentAlloc:
@@ -763,6 +900,7 @@ func (r *Replay) stepFollow() {
 	case snapshot.ActionAlloc, snapshot.ActionOOM, snapshot.ActionSegmentAlloc, snapshot.ActionSegmentFree,
 		snapshot.ActionSegmentMap, snapshot.ActionSegmentUnmap:
 		j := r.callEnd(i)
+		r.placeGuessedReservations(i, j)
 		r.notePoolReleases(i, j, r.routeCall(i, j))
 		if j >= 0 {
 			r.followMalloc(i, j)
@@ -798,6 +936,18 @@ func (r *Replay) stepFollow() {
 		r.finish(i, i)
 	default:
 		r.finish(i, i)
+	}
+}
+
+// placeGuessedReservations moves each empty reservation whose base the
+// simulator guessed to the address the recording's segment maps i..j (j <
+// 0: the segment events from i on) show for it: the first map of a
+// (stream, pool) outside every reservation known.
+func (r *Replay) placeGuessedReservations(i, j int) {
+	for k := i; k < len(r.trace) && (k <= j || j < 0 && isSegmentEvent(r.trace[k].Action)); k++ {
+		if e := r.trace[k]; e.Action == snapshot.ActionSegmentMap {
+			r.a.PlaceGuessedReservation(e.Addr, r.streams.of(&e), r.mapIsSmall(k))
+		}
 	}
 }
 
@@ -982,6 +1132,7 @@ func (r *Replay) syncedByCall(i int) bool {
 	if !fallback {
 		return false
 	}
+	r.placeGuessedReservations(k, j)
 	ok, _, _ := r.tryCall(i, j)
 	return ok
 }
