@@ -280,7 +280,8 @@ $cmd_rows
 
 Time to the first listed entry (\`python3 bench/firstline.py bin/memstat trace FILE\`: from start to the first
 entry's line on a pipe, median of $RUNS). It comes after the whole file is decoded and the state at the start of
-the trace rebuilt, which both need the whole file (target: 0.2 s):
+the trace rebuilt: the header's release and the first row's allocated memory and segment depend on the whole file
+(target: 0.2 s; why it is not met: "trace's first line" in the issue 16 section below):
 
 | snapshot | MB | first line s |
 |---|---:|---:|
