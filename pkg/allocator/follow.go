@@ -330,8 +330,18 @@ func (a *Allocator) forceSegment(addr uint64, size, stream int64, pool *blockPoo
 	if addr == 0 || addr%MinBlockSize != 0 || size <= 0 {
 		return fmt.Errorf("allocator: bad segment %#x size %d", addr, size)
 	}
-	if a.regions.overlapping(addr, size) != nil {
-		return fmt.Errorf("allocator: segment %#x (+%d) overlaps a live segment", addr, size)
+	for {
+		// An empty expandable reservation where the recording puts a
+		// segment: the real allocator had released it (its pages were
+		// all unmapped), the replay had not. It holds no memory.
+		o := a.regions.overlapping(addr, size)
+		if o == nil {
+			break
+		}
+		if !o.expandable || o.mappedBytes != 0 {
+			return fmt.Errorf("allocator: segment %#x (+%d) overlaps a live segment", addr, size)
+		}
+		a.releaseReservation(o.head)
 	}
 	b := a.createSegment(addr, size, stream, pool, ctx)
 	pool.insertFree(b)

@@ -276,6 +276,7 @@ func (r *Replay) inferTotalMemory(fromEmpty bool) int64 {
 		}
 		return k
 	}
+	firstMap := map[key]int{}
 	for i, e := range r.trace {
 		if e.Action != snapshot.ActionSegmentMap {
 			continue
@@ -284,6 +285,7 @@ func (r *Replay) inferTotalMemory(fromEmpty bool) int64 {
 		k := mapKey(i, e)
 		if _, ok := bases[k]; !ok {
 			bases[k] = e.Addr
+			firstMap[k] = i
 		}
 	}
 	mapped := maps.Clone(bases)
@@ -377,6 +379,18 @@ func (r *Replay) inferTotalMemory(fromEmpty bool) int64 {
 		k := mapKey(i, e)
 		for bk, b := range mapped {
 			if bk != k && b < e.Addr {
+				bound(int64(e.Addr-b), pageOf(bk))
+			}
+		}
+	}
+	// So does a cudaMalloc'd segment above it, made after that map (a
+	// recording that switched expandable_segments at runtime).
+	for i, e := range r.trace {
+		if e.Action != snapshot.ActionSegmentAlloc {
+			continue
+		}
+		for bk, b := range mapped {
+			if b < e.Addr && firstMap[bk] < i {
 				bound(int64(e.Addr-b), pageOf(bk))
 			}
 		}
@@ -1052,8 +1066,15 @@ func (r *Replay) followMalloc(i, j int) {
 				r.matched(i, j)
 				return
 			}
-			// The prediction said otherwise; the state is the
-			// simulator's. Not expected: PredictMalloc mirrors Malloc.
+			// The prediction said otherwise. Not expected:
+			// PredictMalloc mirrors Malloc, except where the dictated
+			// address is taken (an empty reservation the real allocator
+			// had released); a call that failed before changing
+			// anything is forced.
+			if err != nil && len(r.a.Trace()) == 0 {
+				r.force(i, j, func() string { return fmt.Sprintf("predicted placement not reproduced (%v)", err) })
+				return
+			}
 			r.diverged(i, j, func() string { return fmt.Sprintf("predicted placement not reproduced (%v)", err) })
 			r.finish(i, j)
 			return
