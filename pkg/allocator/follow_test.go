@@ -255,3 +255,52 @@ func TestSeedSegmentStates(t *testing.T) {
 		}
 	}
 }
+
+// ResizeAllocated cuts an allocated block back (the tail becomes free,
+// joining a free neighbour) or grows it into the free block after it, and
+// changes only current figures; the invariants hold after each step.
+func TestResizeAllocated(t *testing.T) {
+	s := newSim(t, "", Latest, Options{})
+	seg := uint64(0x700000000000)
+	if err := s.ForceSegment(seg, 20*mib, s0, snapshot.LargePool, 0); err != nil {
+		t.Fatal(err)
+	}
+	// Unsplit: the whole segment, as with expandable_segments off and a
+	// remainder of at most 1 MiB.
+	if err := s.ForceMalloc(seg, 19*mib+1000, 20*mib, s0, 0); err != nil {
+		t.Fatal(err)
+	}
+	before := s.Stats()
+	// The recording shows it was split after all.
+	if err := s.ResizeAllocated(seg, 19*mib+1024); err != nil {
+		t.Fatal(err)
+	}
+	s.check()
+	if got := layout(s.Segments(), seg); got != "[+0:19923968 active_allocated 19923944][+19923968:1047552 inactive 0]" {
+		t.Errorf("cut back: layout %s", got)
+	}
+	st := s.Stats()
+	if st.AllocatedBytes[PoolAll].Current != 19*mib+1024 || st.InactiveSplit[PoolLarge].Current != 1 ||
+		st.AllocatedBytes[PoolAll].Allocated != before.AllocatedBytes[PoolAll].Allocated {
+		t.Errorf("cut back: allocated %+v inactive_split %+v", st.AllocatedBytes[PoolAll], st.InactiveSplit[PoolLarge])
+	}
+	// Grown back into the free tail: one block again.
+	if err := s.ResizeAllocated(seg, 20*mib); err != nil {
+		t.Fatal(err)
+	}
+	s.check()
+	if got := layout(s.Segments(), seg); got != "[+0:20971520 active_allocated 19923944]" {
+		t.Errorf("grown: layout %s", got)
+	}
+	if st := s.Stats(); st.InactiveSplit[PoolLarge].Current != 0 || st.InactiveSplitBytes[PoolLarge].Current != 0 {
+		t.Errorf("grown: inactive_split %+v bytes %+v", st.InactiveSplit[PoolLarge], st.InactiveSplitBytes[PoolLarge])
+	}
+	for _, bad := range []struct {
+		addr uint64
+		size int64
+	}{{seg + 512, mib}, {seg, 21 * mib}, {seg, 1000}} {
+		if err := s.ResizeAllocated(bad.addr, bad.size); err == nil {
+			t.Errorf("ResizeAllocated(%#x, %d): no error", bad.addr, bad.size)
+		}
+	}
+}

@@ -90,13 +90,21 @@ func TestRoundTripRegressions(t *testing.T) {
 		{"3 streams+expandable", allocator.V2_1, 74, "a reservation too large by the loose totalGlobalMem bound"},
 		{"3 streams+expandable", allocator.V2_3, 121, "num_alloc_retries: a retry served by the frees its synchronization completed (no release, no new segment) was outside the bound"},
 		{"3 streams+expandable", allocator.V2_6, 227, "as 2.3 seed 121"},
+		{"runtime settings", allocator.V2_3, 1, "expandable_segments switched at runtime: the replay mapped where the recording cudaMalloc'd (issue 12)"},
+		{"runtime settings", allocator.V2_2, 6, "only the final segments show the switch: a live block split with a remainder under 1 MiB while expandable_segments was on"},
+		{"runtime settings", allocator.V2_6, 13, "a cudaMalloc'd segment where the replay still held an empty reservation the real allocator had released"},
+		{"runtime settings", allocator.V2_3, 16, "a predicted call that failed on a taken address left the state unforced"},
 	} {
 		for _, s := range rtSettings {
 			if s.name != c.setting {
 				continue
 			}
-			if o := roundTrip(s, c.v, c.seed, 250); o.skipped != "" || len(o.problems) > 0 {
+			o := roundTrip(s, c.v, c.seed, 250)
+			if o.skipped != "" || len(o.problems) > 0 {
 				t.Errorf("%s, %s, seed %d (%s): %v %s", c.setting, c.v, c.seed, c.why, o.problems, o.skipped)
+			}
+			if s.runtime && !o.detected {
+				t.Errorf("%s, %s, seed %d: the runtime switch was not detected", c.setting, c.v, c.seed)
 			}
 		}
 	}
