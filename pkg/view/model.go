@@ -109,6 +109,24 @@ func BuildObserved(s *snapshot.Snapshot, device int, fr *analysis.Frames, also f
 		}
 		return p
 	}
+	// The arrays are sized once from the trace's alloc entries (and the
+	// blocks live before it), not grown by doubling: on millions of
+	// allocations the copies of growth cost more than the appends, and
+	// the old arrays linger until collected.
+	allocs := 0
+	for i := range trace {
+		if trace[i].Action == snapshot.ActionAlloc {
+			allocs++
+		}
+	}
+	for _, seg := range s.DeviceSegments(device) {
+		allocs += len(seg.Blocks)
+	}
+	m.Start = make([]int32, 0, allocs)
+	m.End = make([]int32, 0, allocs)
+	m.Entry = make([]int32, 0, allocs)
+	m.Size = make([]int64, 0, allocs)
+	m.Pool = make([]uint16, 0, allocs)
 	open := map[uint64]int32{}
 	add := func(start, entry int32, b allocator.BlockInfo) {
 		k := int32(len(m.Start))
