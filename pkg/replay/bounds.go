@@ -74,23 +74,42 @@ const (
 	reasonRetries = "a cudaMalloc retried after emptying the cache leaves the same trace as torch.cuda.empty_cache() (or garbage collection) followed by a new segment; every oom entry is one retry"
 	reasonSyncs   = "every torch.cuda.empty_cache() and every retry after an out-of-memory synchronizes all streams, but an empty_cache() that releases nothing leaves no trace entry"
 	reasonNoTrace = "the snapshot has no trace for this device: only its final state is known"
+	// reasonCaptureOOM: traceBounds with private pools.
+	reasonCaptureOOM = "an out-of-memory error during a CUDA graph capture has no retry (malloc does not empty the cache while a capture is underway), and the trace does not record captures"
+	// reasonPoolsUnnamed: traces before 2.9.
+	reasonPoolsUnnamed = "the trace does not say which pool each allocation used (trace entries carry pool_id from PyTorch 2.9), and a pool released before the snapshot leaves no mark: the lower end is the private pools' memory at the end, the upper end the device's own peak"
 	// reasonPoolOpen: Pools.AmbiguousBytes.
 	reasonPoolOpen = "the trace does not say which pool some segments it creates and frees belonged to (trace entries carry pool_id from PyTorch 2.9), and more than one pool (or none) reproduces them: the lower end counts them in the default pools, the upper end in private ones"
 )
 
-// poolBounds are the private pools' peaks, reserved and allocated, when
-// the trace leaves some segments' pool open: each between the peak the
-// replay measured (those segments in the default pools) and that plus
-// every such segment's bytes (all of them in private pools at once, and
-// full). Nil when the peaks are exact.
-func poolBounds(p *PoolFigures) map[string]Bound {
-	if p.AmbiguousBytes == 0 {
+// poolBounds are the private pools' peaks, reserved and allocated, where
+// the trace does not determine them. Nil when the peaks are exact.
+//
+//   - A 2.9+ trace names every entry's pool; only a call no pool or more
+//     than one pool reproduces is open (AmbiguousBytes): each peak lies
+//     between the replay's (those segments in the default pools) and that
+//     plus all their bytes.
+//   - An older trace names none, and a pool the program created and
+//     released before the snapshot leaves no mark the replay can see: a
+//     segment it created and freed looks like the default pools' (the
+//     round-trip harness finds such runs). So each peak lies between the
+//     private pools' figure at the end (exact: their segments are in the
+//     snapshot) and the device's own peak.
+func poolBounds(p *PoolFigures, namesPools bool, peakReserved, peakAllocated int64) map[string]Bound {
+	if !p.Any() || namesPools && p.AmbiguousBytes == 0 {
 		return nil
 	}
 	out := map[string]Bound{}
-	for k, peak := range map[string]int64{PrivatePoolReserved: p.Reserved.Peak, PrivatePoolAllocated: p.Allocated.Peak} {
-		hi := peak + p.AmbiguousBytes
-		out[k] = Bound{Min: peak, Max: &hi, Reason: reasonPoolOpen, Bytes: true}
+	for _, c := range []struct {
+		key        string
+		fig        allocator.Stat
+		devicePeak int64
+	}{{PrivatePoolReserved, p.Reserved, peakReserved}, {PrivatePoolAllocated, p.Allocated, peakAllocated}} {
+		lo, hi, reason := c.fig.Peak, c.fig.Peak+p.AmbiguousBytes, reasonPoolOpen
+		if !namesPools {
+			lo, hi, reason = c.fig.Current, max(c.devicePeak, c.fig.Peak), reasonPoolsUnnamed
+		}
+		out[c.key] = Bound{Min: lo, Max: &hi, Reason: reason, Bytes: true}
 	}
 	return out
 }
@@ -120,10 +139,17 @@ func poolBounds(p *PoolFigures) map[string]Bound {
 //     an empty_cache(): garbage collection and the fallbacks run inside an
 //     allocation that then needs a new segment.
 //
+// With private pools (pools: the replay saw one), an oom may have come
+// during a CUDA graph capture, where malloc skips release_cached_blocks
+// and its retry (C10_LIKELY(captures_underway.empty()) in malloc's
+// fallbacks, 2.0 to 2.10): such an oom had no retry and no
+// synchronize_and_free_events. The trace does not record captures, so
+// with pools the ooms only raise the upper end.
+//
 // The program's calls are the entries it makes directly: alloc, oom,
 // free_requested and snapshot; free_completed and the segment events may
 // come from inside an allocator call.
-func traceBounds(trace []snapshot.TraceEntry, v allocator.Version) map[string]Bound {
+func traceBounds(trace []snapshot.TraceEntry, v allocator.Version, pools bool) map[string]Bound {
 	expandable := slices.ContainsFunc(trace, func(e snapshot.TraceEntry) bool { return e.Action == snapshot.ActionSegmentMap })
 	var ooms, ambiguous, sureEmpty int64
 	released, grew, synced := false, false, false
@@ -170,9 +196,15 @@ func traceBounds(trace []snapshot.TraceEntry, v allocator.Version) map[string]Bo
 	}
 	out := map[string]Bound{}
 	maxRetries := ooms + ambiguous
-	out["num_alloc_retries"] = Bound{Min: ooms, Max: &maxRetries, Reason: reasonRetries}
+	sureRetries, retries, syncs := ooms, reasonRetries, reasonSyncs
+	if pools {
+		sureRetries = 0
+		retries += "; " + reasonCaptureOOM
+		syncs += "; " + reasonCaptureOOM
+	}
+	out["num_alloc_retries"] = Bound{Min: sureRetries, Max: &maxRetries, Reason: retries}
 	if v.HasDeviceCounters() {
-		out["num_sync_all_streams"] = Bound{Min: ooms + sureEmpty, Reason: reasonSyncs}
+		out["num_sync_all_streams"] = Bound{Min: sureRetries + sureEmpty, Reason: syncs}
 	}
 	return out
 }

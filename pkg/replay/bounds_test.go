@@ -32,7 +32,7 @@ func TestTraceBounds(t *testing.T) {
 		// Releases at the end of the trace: empty_cache().
 		e(freeReq), e(segFree),
 	}
-	b := traceBounds(trace, allocator.V2_9)
+	b := traceBounds(trace, allocator.V2_9, false)
 	retries, syncs := b["num_alloc_retries"], b["num_sync_all_streams"]
 	if retries.Min != 1 || retries.Max == nil || *retries.Max != 2 {
 		t.Errorf("num_alloc_retries %s, want 1-2", retries)
@@ -40,12 +40,12 @@ func TestTraceBounds(t *testing.T) {
 	if syncs.Min != 3 || syncs.Max != nil {
 		t.Errorf("num_sync_all_streams %s, want >= 3", syncs)
 	}
-	if _, ok := traceBounds(trace, allocator.V2_2)["num_sync_all_streams"]; ok {
+	if _, ok := traceBounds(trace, allocator.V2_2, false)["num_sync_all_streams"]; ok {
 		t.Error("2.2 has no num_sync_all_streams, yet it has a bound")
 	}
 	// Without ambiguity the retries are exact and stay in memory_stats
 	// with the recording's value.
-	exact := traceBounds([]snapshot.TraceEntry{e(segNew), e(alloc), e(oom)}, allocator.V2_9)
+	exact := traceBounds([]snapshot.TraceEntry{e(segNew), e(alloc), e(oom)}, allocator.V2_9, false)
 	stats := applyBounds([]allocator.KeyValue{{Key: "num_alloc_retries", Value: 7}, {Key: "num_sync_all_streams", Value: 1}}, exact)
 	if len(stats) != 1 || stats[0] != (allocator.KeyValue{Key: "num_alloc_retries", Value: 1}) {
 		t.Errorf("exact bound: stats %v", stats)
@@ -110,19 +110,21 @@ func TestRoundTripRegressions(t *testing.T) {
 	}
 }
 
-// TestPoolBounds: the private pools' peaks are bounds only where some
-// segments' pool is open, from the measured peak up by those bytes, and
-// print as sizes.
+// TestPoolBounds: the private pools' peaks are bounds only where the
+// trace leaves some segments' pool open (2.9+: from the measured peak up
+// by those bytes), or names no pool at all (before 2.9: from the pools'
+// figure at the end to the device's peak), and print as sizes.
 func TestPoolBounds(t *testing.T) {
-	p := PoolFigures{Reserved: allocator.Stat{Peak: 308 << 20}, Allocated: allocator.Stat{Peak: 200 << 20}}
-	if b := poolBounds(&p); b != nil {
-		t.Errorf("no open segment, bounds %v", b)
+	p := PoolFigures{Final: make([]allocator.PoolUsage, 2),
+		Reserved: allocator.Stat{Current: 100 << 20, Peak: 308 << 20}, Allocated: allocator.Stat{Current: 50 << 20, Peak: 200 << 20}}
+	if b := poolBounds(&p, true, 976<<20, 900<<20); b != nil {
+		t.Errorf("2.9+, no open segment: bounds %v", b)
 	}
 	p.AmbiguousBytes = 136 << 20
-	b := poolBounds(&p)
+	b := poolBounds(&p, true, 976<<20, 900<<20)
 	r, a := b[PrivatePoolReserved], b[PrivatePoolAllocated]
 	if !r.Contains(404<<20) || r.Contains(445<<20) || r.Contains(300<<20) || !a.Contains(336<<20) || a.Contains(337<<20) {
-		t.Errorf("bounds %+v %+v", r, a)
+		t.Errorf("2.9+ bounds %+v %+v", r, a)
 	}
 	size := func(v int64) string { return fmt.Sprintf("%d MiB", v>>20) }
 	if got := r.Format(size); got != "308 MiB-444 MiB" {
@@ -130,5 +132,13 @@ func TestPoolBounds(t *testing.T) {
 	}
 	if got := (Bound{Min: 3}).Format(size); got != ">= 3" {
 		t.Errorf("a count's Format %q", got)
+	}
+	p.AmbiguousBytes = 0
+	b = poolBounds(&p, false, 976<<20, 900<<20)
+	if r := b[PrivatePoolReserved]; r.Format(size) != "100 MiB-976 MiB" {
+		t.Errorf("before 2.9: %s", r.Format(size))
+	}
+	if a := b[PrivatePoolAllocated]; a.Format(size) != "50 MiB-900 MiB" {
+		t.Errorf("before 2.9: %s", a.Format(size))
 	}
 }

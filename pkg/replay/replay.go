@@ -796,13 +796,17 @@ func (r *Replay) Result() *Result {
 	r.res.OOMs.Simulated = int(st.NumOOMs)
 	r.res.Stats = st
 	r.res.MemoryStats = r.a.MemoryStats()
+	if us, reserved := r.a.PoolUsages(), r.privateReservedPeak(); len(us) > 1 || reserved > 0 {
+		r.res.Pools.Final = us
+		r.res.Pools.Reserved, r.res.Pools.Allocated = r.a.PrivatePoolStats()
+	}
 	if r.opts.Mode == Follow {
 		// What the recording does not determine is a bound, not the
 		// simulator's guess.
 		if len(r.trace) == 0 {
 			r.res.Bounds = noTraceBounds(int64(r.a.NumSegments()), r.cfg.Version)
 		} else {
-			r.res.Bounds = traceBounds(r.trace, r.cfg.Version)
+			r.res.Bounds = traceBounds(r.trace, r.cfg.Version, r.res.Pools.Any())
 			if r.toggled {
 				maps.Copy(r.res.Bounds, r.runtimeBounds(r.preBlocks))
 			}
@@ -814,12 +818,8 @@ func (r *Replay) Result() *Result {
 	r.res.AtPeak = r.atPeak
 	r.res.SegmentsCreated = st.NumDeviceAlloc
 	r.res.FinalSegments = r.a.NumSegments()
-	if us, reserved := r.a.PoolUsages(), r.privateReservedPeak(); len(us) > 1 || reserved > 0 {
-		r.res.Pools.Final = us
-		r.res.Pools.Reserved, r.res.Pools.Allocated = r.a.PrivatePoolStats()
-	}
 	if r.res.Bounds != nil {
-		maps.Copy(r.res.Bounds, poolBounds(&r.res.Pools))
+		maps.Copy(r.res.Bounds, poolBounds(&r.res.Pools, r.snap.Features.TracePoolID || r.cfg.Version.TracesPoolID(), r.peakRes.Bytes, r.peakAlloc.Bytes))
 	}
 	r.res.History.Note = historyNote(&r.res.History)
 	return r.res

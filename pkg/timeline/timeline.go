@@ -95,12 +95,11 @@ type Timeline struct {
 	// private pools (key "reserved_private", only when the trace has
 	// any), then the per-pool ones.
 	Series []Series
-	// PrivateOpen is, when the private-pool series is shown, the bytes
-	// of segments whose pool the trace leaves open
-	// (ReplayResult.Pools.AmbiguousBytes): the replay counted them in
-	// the default pools, so the series is then a lower bound, up to that
-	// much short.
-	PrivateOpen int64
+	// PrivateBound is set, when the private-pool series is shown, where
+	// the trace does not determine which pool some memory was in: the
+	// series is then what the replay placed in private pools, and the
+	// private pools' peak is this bound (replay.PrivatePoolReserved).
+	PrivateBound *replay.Bound
 	// Peak is where allocated memory was highest in the window (first
 	// reached); PeakReserved the same for reserved memory. Index is -1
 	// when the window is empty.
@@ -110,6 +109,14 @@ type Timeline struct {
 	// Notes say what could not be shown (annotations without a time axis,
 	// ...).
 	Notes []string
+}
+
+// SetPrivateBound takes the private pools' bound from the result of the
+// replay the timeline sampled (a Builder's caller calls it).
+func (t *Timeline) SetPrivateBound(res *replay.Result) {
+	if b, ok := res.Bounds[replay.PrivatePoolReserved]; ok {
+		t.PrivateBound = &b
+	}
 }
 
 // Find returns the series with a key, or nil.
@@ -239,7 +246,7 @@ func Build(s *snapshot.Snapshot, o Options) (*Timeline, error) {
 	t := b.Finish()
 	if t.Find(PrivateKey) != nil {
 		// Only recordings with pools pay for the rest of the replay.
-		t.PrivateOpen = r.Result().Pools.AmbiguousBytes
+		t.SetPrivateBound(r.Result())
 	}
 	return t, nil
 }

@@ -147,7 +147,7 @@ func runPlot(opts *Options) error {
 			return fmt.Errorf("%s: %w", opts.File, err)
 		}
 		tl = b.Finish()
-		tl.PrivateOpen = m.Replayed.Result.Pools.AmbiguousBytes
+		tl.SetPrivateBound(m.Replayed.Result)
 		if bands, err = stackedBands(m, tl, opts.by, opts.Top); err != nil {
 			return fmt.Errorf("%s: %w", opts.File, err)
 		}

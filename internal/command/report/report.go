@@ -182,7 +182,7 @@ func device(snap *snapshot.Snapshot, d int, opts *Options) (htmlreport.Device, *
 			note("the timeline", tlErr)
 		} else {
 			dev.Timeline = tl.Finish()
-			dev.Timeline.PrivateOpen = res.Pools.AmbiguousBytes
+			dev.Timeline.SetPrivateBound(res)
 			dev.Notes = append(dev.Notes, dev.Timeline.Notes...)
 		}
 	}

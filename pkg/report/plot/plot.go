@@ -163,8 +163,8 @@ func addPrivateBand(p *gplot.Plot, t *timeline.Timeline, scale float64) error {
 // segments' pool open the band is a lower bound and the label says by how
 // much it may fall short.
 func PrivateLegend(t *timeline.Timeline) string {
-	if t.PrivateOpen > 0 {
-		return "reserved in private pools (at least; up to " + report.Size(t.PrivateOpen) + " more)"
+	if b := t.PrivateBound; b != nil {
+		return "reserved in private pools, as replayed (the trace does not name every pool: peak " + b.Format(report.Size) + ")"
 	}
 	return "reserved in private pools (CUDA graphs, MemPool)"
 }

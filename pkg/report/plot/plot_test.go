@@ -18,6 +18,7 @@ import (
 	"github.com/memstat/memstat/internal/golden"
 	"github.com/memstat/memstat/internal/testsnap"
 	"github.com/memstat/memstat/pkg/analysis"
+	"github.com/memstat/memstat/pkg/replay"
 	"github.com/memstat/memstat/pkg/snapshot"
 	"github.com/memstat/memstat/pkg/timeline"
 )
@@ -275,8 +276,8 @@ func TestPrivatePoolBand(t *testing.T) {
 	for _, p := range band.Points {
 		top = max(top, p.Bytes)
 	}
-	if want := res.Result.Pools.Reserved.Peak; top != want || want == 0 || tl.PrivateOpen != 0 {
-		t.Errorf("band tops at %d, the private pools' peak is %d (open %d)", top, want, tl.PrivateOpen)
+	if want := res.Result.Pools.Reserved.Peak; top != want || want == 0 || tl.PrivateBound != nil {
+		t.Errorf("band tops at %d, the private pools' peak is %d (bound %v)", top, want, tl.PrivateBound)
 	}
 	var svg bytes.Buffer
 	if err := Write(&svg, tl, SVG, Options{Title: "inference --cuda-graphs"}); err != nil {
@@ -305,11 +306,13 @@ func TestPrivatePoolBand(t *testing.T) {
 	}
 }
 
-// TestPrivateLegendLowerBound: where the trace leaves some segments' pool
-// open the band is a lower bound, and its legend says by how much.
-func TestPrivateLegendLowerBound(t *testing.T) {
-	tl := &timeline.Timeline{PrivateOpen: 136 << 20}
-	if got := PrivateLegend(tl); got != "reserved in private pools (at least; up to 136.0 MiB more)" {
+// TestPrivateLegendBound: where the trace does not name every pool the
+// band is what the replay placed in private pools, and its legend gives
+// the peak's bound.
+func TestPrivateLegendBound(t *testing.T) {
+	hi := int64(976 << 20)
+	tl := &timeline.Timeline{PrivateBound: &replay.Bound{Min: 308 << 20, Max: &hi, Bytes: true}}
+	if got := PrivateLegend(tl); got != "reserved in private pools, as replayed (the trace does not name every pool: peak 308.0 MiB-976.0 MiB)" {
 		t.Errorf("legend %q", got)
 	}
 }
