@@ -572,6 +572,18 @@ func (a *Allocator) allocFoundBlock(p *allocParams, orig int64, ctx snapshot.Sta
 	b.allocated = true
 	b.requested = orig
 	b.stack = ctx
+	if a.v < V2_1 && a.hist.enabled {
+		// 2.0's alloc_found_block: the split-off rest (the old block)
+		// drops the chain's leading entries before its new start, then
+		// the handed-out block does the same up to its end and pushes
+		// this allocation (trimHistoryBefore, HistoryChain).
+		if split {
+			b.next.hist = trimHistoryBefore(b.next.hist, b.next.addr)
+		}
+		h := trimHistoryBefore(b.hist, b.end())
+		b.hist = append(append(make([]snapshot.HistoryItem, 0, len(h)+1),
+			snapshot.HistoryItem{Addr: b.addr, RealSize: orig, Stack: ctx}), h...)
+	}
 	a.record(snapshot.ActionAlloc, b.addr, orig, b.stream, b.pool, ctx)
 	a.stats.Allocation.increase(pi, 1)
 	a.stats.AllocatedBytes.increase(pi, b.size)
@@ -766,6 +778,33 @@ func (a *Allocator) freeBlock(b *block, ctx snapshot.StackID) {
 	a.stats.RequestedBytes.decrease(pi, req)
 }
 
+// trimHistoryBefore is 2.0's trimHistoryBefore: drop the chain's leading
+// entries whose address is before point (it stops at the first entry at or
+// past point, so entries behind it stay even when they are outside the
+// block).
+func trimHistoryBefore(h []snapshot.HistoryItem, point uint64) []snapshot.HistoryItem {
+	for len(h) > 0 && h[0].Addr < point {
+		h = h[1:]
+	}
+	if len(h) == 0 {
+		return nil
+	}
+	return h
+}
+
+// joinHistory is 2.0's try_merge_blocks on the two chains: the lower
+// block's chain, then the upper block's. It makes a new slice: chains are
+// shared by clones and never changed in place.
+func joinHistory(lo, hi []snapshot.HistoryItem) []snapshot.HistoryItem {
+	if len(hi) == 0 {
+		return lo
+	}
+	if len(lo) == 0 {
+		return hi
+	}
+	return append(append(make([]snapshot.HistoryItem, 0, len(lo)+len(hi)), lo...), hi...)
+}
+
 func adjust(s *StatArray, pool int, delta int64) {
 	if delta > 0 {
 		s.increase(pool, delta)
@@ -790,11 +829,13 @@ func (a *Allocator) tryMerge(dst, src *block) int64 {
 		// The segment's allocation stack moves with the segment start.
 		dst.segStack = src.segStack
 		dst.region.noteHead(dst)
+		dst.hist = joinHistory(src.hist, dst.hist)
 	} else {
 		dst.next = src.next
 		if dst.next != nil {
 			dst.next.prev = dst
 		}
+		dst.hist = joinHistory(dst.hist, src.hist)
 	}
 	n := src.size
 	dst.size += n

@@ -34,6 +34,9 @@ type block struct {
 
 	stack    snapshot.StackID // context_when_allocated
 	segStack snapshot.StackID // context_when_segment_allocated
+	// hist is 2.0's HistoryChain (newest first); nil from 2.1 on. Chains
+	// are never changed in place, so clones may share them.
+	hist []snapshot.HistoryItem
 
 	// copy is the block's counterpart in the allocator being made by
 	// clone; it is set only while clone runs (a map from old to new

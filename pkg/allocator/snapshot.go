@@ -133,6 +133,9 @@ func (a *Allocator) Snapshot() *snapshot.Snapshot {
 		s.Strings = append(s.Strings, "N/A") // CompileContextNA
 	}
 	s.Segments = a.Segments()
+	if v < V2_1 {
+		s.History = a.historyChains()
+	}
 	if s.Stacks == nil {
 		s.Stacks = snapshot.NewStacks()
 	}
@@ -146,6 +149,20 @@ func (a *Allocator) Snapshot() *snapshot.Snapshot {
 	}
 	a.record(snapshot.ActionSnapshot, 0, active, 0, nil, snapshot.NoStack)
 	return s
+}
+
+// historyChains is each mapped block's 2.0 history chain, for
+// Snapshot.History (an empty map when no block has one).
+func (a *Allocator) historyChains() map[snapshot.HistoryKey][]snapshot.HistoryItem {
+	m := map[snapshot.HistoryKey][]snapshot.HistoryItem{}
+	for _, r := range a.regions {
+		for b := r.head; b != nil; b = b.next {
+			if b.mapped && len(b.hist) > 0 {
+				m[snapshot.HistoryKey{Device: a.dev.index, Address: b.addr}] = b.hist
+			}
+		}
+	}
+	return m
 }
 
 // numSegments is len(a.Segments()) without building them.

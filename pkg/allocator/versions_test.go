@@ -148,3 +148,46 @@ func TestLoweredMaxSplitSizeReleaseFails(t *testing.T) {
 		}
 	}
 }
+
+// TestHistoryChain20: PyTorch 2.0 keeps a block's allocations in a
+// HistoryChain (2.0's CUDACachingAllocator.cpp). alloc_found_block trims
+// the chain's leading entries before the end of the handed-out part
+// (trimHistoryBefore) and pushes the allocation; a block split off the
+// front starts empty, and the rest drops the entries before its new start;
+// try_merge_blocks joins the chains lowest address first. So two freed
+// neighbours leave one free block listing both allocations (as the 2.0
+// real file's merged inactive blocks do), and a new allocation at its
+// front leaves the rest with the upper one. From 2.1 there is no chain.
+func TestHistoryChain20(t *testing.T) {
+	type item = snapshot.HistoryItem
+	s := newSim(t, "", V2_0, Options{})
+	a := s.alloc(512, s0)
+	b := s.alloc(1024, s0)
+	s.free(a)
+	s.free(b)
+	key := func(addr uint64) snapshot.HistoryKey { return snapshot.HistoryKey{Address: addr} }
+	h := s.Snapshot().History
+	if got, want := h[key(a)], []item{{Addr: a, RealSize: 512}, {Addr: b, RealSize: 1024}}; !slices.Equal(got, want) {
+		t.Errorf("merged free block: history %v, want %v", got, want)
+	}
+	c := s.alloc(512, s0)
+	h = s.Snapshot().History
+	if c != a {
+		t.Fatalf("third allocation at %#x, want the front %#x", c, a)
+	}
+	if got, want := h[key(c)], []item{{Addr: c, RealSize: 512}}; !slices.Equal(got, want) {
+		t.Errorf("active block: history %v, want %v", got, want)
+	}
+	if got, want := h[key(a+512)], []item{{Addr: b, RealSize: 1024}}; !slices.Equal(got, want) {
+		t.Errorf("rest after the split: history %v, want %v", got, want)
+	}
+	if len(h) != 2 {
+		t.Errorf("%d blocks with a history, want 2: %v", len(h), h)
+	}
+
+	s21 := newSim(t, "", V2_1, Options{})
+	s21.free(s21.alloc(512, s0))
+	if h := s21.Snapshot().History; h != nil {
+		t.Errorf("2.1 snapshot has history chains %v", h)
+	}
+}

@@ -462,14 +462,20 @@ func (b *builder) block() (pickle.Value, bool, error) {
 			return pickle.None, false, err
 		}
 	} else if b.present[kHistory] {
-		// 2.0: history[0] is the current allocation.
+		// 2.0: history[0] is the current allocation of an active block.
+		// A free block made of merged blocks lists each one's last
+		// allocation, lowest address first (try_merge_blocks), so
+		// history[0]'s real_size is the block's requested size only when
+		// the file has no requested_size of its own.
 		b.features.BlockHistory = true
 		hist := b.fields[kHistory]
 		if items := b.vs.Items(hist); len(items) > 0 {
 			if h := items[0]; h.Kind == pickle.KindRecord && h.Tag == tagHistory {
 				he := b.history[h.N]
 				bl.Stack = he.stack
-				bl.RequestedSize = he.requested
+				if !b.present[kRequestedSize] {
+					bl.RequestedSize = he.requested
+				}
 			}
 		}
 	}

@@ -45,6 +45,13 @@ type Snapshot struct {
 	// Warnings are inconsistencies found while reading (blocks that do not
 	// tile their segment, ...); analysis goes on regardless.
 	Warnings []string
+	// History is each block's history chain in a snapshot written in
+	// PyTorch 2.0's form (Features.BlockHistory), keyed by device and block
+	// address: BlockInfo.history, a block's allocations with the newest
+	// first, and after merges the merged blocks' chains in address order.
+	// Only the simulator fills it; nil means the writer falls back to one
+	// entry built from the block's Stack.
+	History map[HistoryKey][]HistoryItem
 	// Features says which optional parts of the schema the file had, so that
 	// reports can say what a figure rests on.
 	Features Features
@@ -192,6 +199,20 @@ func (s BlockState) String() string {
 
 // Active reports whether the block counts as active (allocated or pending).
 func (s BlockState) Active() bool { return s != Inactive }
+
+// HistoryKey names a block of Snapshot.History.
+type HistoryKey struct {
+	Device  int
+	Address uint64
+}
+
+// HistoryItem is one entry of a PyTorch 2.0 block history ({addr,
+// real_size, frames}).
+type HistoryItem struct {
+	Addr     uint64
+	RealSize int64
+	Stack    StackID
+}
 
 // Block is one contiguous part of a segment.
 type Block struct {

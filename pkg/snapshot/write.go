@@ -35,10 +35,10 @@ var settingsKeys = [...]string{
 // with dict keys in PyTorch's order; a snapshot with
 // Features.BlockHistory is written in PyTorch 2.0's form instead:
 // segments without segment_pool_id, is_expandable and frames, blocks
-// without address and frames, an active block's allocation in a
-// "history" list of one {addr, real_size, frames} item (active blocks and
-// free blocks with a stack), and frames keyed
-// filename, name, line:
+// without address and frames, each block's allocations in a "history"
+// list of {addr, real_size, frames} items (Snapshot.History's chains when
+// set; otherwise one item, for active blocks and free blocks with a
+// stack), and frames keyed filename, name, line:
 //
 //   - segment: device, address, total_size, allocated_size, active_size,
 //     requested_size, stream, segment_type, segment_pool_id (a 2-tuple),
@@ -205,11 +205,30 @@ func (w *writer) segment(sg *Segment) {
 		case !v20:
 			e.Key("frames")
 			w.stack(b.Stack, "block", b.Address)
+		case w.s.History != nil:
+			// The simulator's chains (Snapshot.History); a block without
+			// one has no "history" key, as in PyTorch.
+			if h := w.s.History[HistoryKey{sg.Device, b.Address}]; len(h) > 0 {
+				e.Key("history")
+				e.BeginList()
+				for _, it := range h {
+					e.BeginDict()
+					e.Key("addr")
+					e.Uint(it.Addr)
+					e.Key("real_size")
+					e.Int(it.RealSize)
+					if it.Stack != NoStack {
+						e.Key("frames")
+						w.stack(it.Stack, "block", b.Address)
+					}
+					e.EndDict()
+				}
+				e.EndList()
+			}
 		case b.State.Active() || b.Stack != NoStack:
-			// 2.0's BlockInfo.history, newest first: the block's
-			// allocation (a free block keeps its last one). PyTorch
-			// also keeps earlier allocations at the address; the model
-			// has only the last one.
+			// A snapshot without chains (not recorded by the
+			// simulator): one item, the block's allocation (a free
+			// block keeps its last one).
 			e.Key("history")
 			e.BeginList()
 			e.BeginDict()

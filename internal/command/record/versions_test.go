@@ -220,3 +220,44 @@ func TestRecordRefusesAsyncBackend(t *testing.T) {
 		t.Error("a snapshot was written")
 	}
 }
+
+// A 2.0 recording writes each block's HistoryChain as 2.0's
+// DeviceCachingAllocator::snapshot does (block_info.history from
+// block->history): an active block lists its own allocation only (its
+// chain is trimmed up to its end before the push in alloc_found_block), a
+// free block made of merged blocks lists each one's last allocation
+// (try_merge_blocks joins the chains), as the merged inactive blocks of
+// the 2.0 real file do.
+func TestRecord20WritesHistoryChains(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "v2.0.pickle")
+	if _, stderr, err := runCommand(t, "--torch-version 2.0 -o "+f); err != nil {
+		t.Fatalf("record: %v\n%s", err, stderr)
+	}
+	data, err := os.ReadFile(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, vs, err := pickle.Loads(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	segs, _ := vs.Get(root, "segments")
+	merged := 0
+	for _, sg := range vs.Items(segs) {
+		blocks, _ := vs.Get(sg, "blocks")
+		for _, b := range vs.Items(blocks) {
+			st, _ := vs.Get(b, "state")
+			h, ok := vs.Get(b, "history")
+			n := len(vs.Items(h))
+			switch {
+			case vs.Text(st) == "active_allocated" && (!ok || n != 1):
+				t.Errorf("active block with %d history items, want 1", n)
+			case vs.Text(st) == "inactive" && n > 1:
+				merged++
+			}
+		}
+	}
+	if merged == 0 {
+		t.Error("no free block lists the allocations of the blocks merged into it")
+	}
+}
