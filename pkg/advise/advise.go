@@ -415,14 +415,17 @@ func replaySetting(s *snapshot.Snapshot, o Options, st Setting, v allocator.Vers
 		if out.FirstOOM >= 0 && i > k {
 			return
 		}
-		stats := a.Stats()
+		// Stats copies every statistic: read it only where it is used
+		// (this runs after every entry of every candidate).
+		n := a.NumOOMs()
 		if i == k {
-			out.first = firstEntry{stats.RequestedBytes[allocator.PoolAll].Current, stats.NumOOMs > 0}
+			out.first = firstEntry{a.Stats().RequestedBytes[allocator.PoolAll].Current, n > 0}
 		}
-		if stats.NumOOMs > ooms {
+		if n > ooms {
 			out.FirstOOM = i
 			out.FirstOOMSize = trace[i].Size
-			out.AllocatedAtFirstOOM = stats.AllocatedBytes[allocator.PoolAll].Current
+			al, _ := a.AllocatedReserved()
+			out.AllocatedAtFirstOOM = al.Current
 		}
 	}
 	cfg := st.cfg

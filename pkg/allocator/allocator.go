@@ -170,6 +170,9 @@ func (a *Allocator) Device() *Device { return a.dev }
 // Segments kept outside the simulation (AddUnmodelled) count in them.
 func (a *Allocator) Stats() Stats { return a.outside.withUnmodelled(a.stats) }
 
+// NumOOMs is Stats().NumOOMs (num_ooms) without copying every statistic.
+func (a *Allocator) NumOOMs() int64 { return a.stats.NumOOMs }
+
 // AllocatedReserved returns Stats' allocated_bytes.all and
 // reserved_bytes.all without copying every statistic: for callers that
 // follow them after each call (a replay's observers).

@@ -18,7 +18,7 @@ func TestAllocatedReservedIsStats(t *testing.T) {
 		t.Helper()
 		st := a.Stats()
 		al, re := a.AllocatedReserved()
-		if al != st.AllocatedBytes[PoolAll] || re != st.ReservedBytes[PoolAll] {
+		if al != st.AllocatedBytes[PoolAll] || re != st.ReservedBytes[PoolAll] || a.NumOOMs() != st.NumOOMs {
 			t.Errorf("%s: AllocatedReserved %+v %+v, Stats %+v %+v", when, al, re, st.AllocatedBytes[PoolAll], st.ReservedBytes[PoolAll])
 		}
 	}
@@ -33,4 +33,11 @@ func TestAllocatedReservedIsStats(t *testing.T) {
 	check("a segment kept outside")
 	a.Free(addr, snapshot.NoStack)
 	check("freed")
+	if _, err := a.Malloc(1<<40, 0, snapshot.NoStack); err == nil {
+		t.Fatal("a request over the capacity succeeded")
+	}
+	check("an oom")
+	if a.NumOOMs() != 1 {
+		t.Errorf("NumOOMs %d after one oom", a.NumOOMs())
+	}
 }
