@@ -209,6 +209,35 @@ func traceBounds(trace []snapshot.TraceEntry, v allocator.Version, pools bool) m
 	return out
 }
 
+// reasonSettings is the reason of settingsBounds' bounds.
+const reasonSettings = "the snapshot records no allocator settings (PyTorch before 2.3 writes none) and none were named (--alloc-conf): max_split_size_mb is unknown; -1 means no limit"
+
+// settingsBounds are the figures that depend on max_split_size_mb when
+// the file records no settings (allocator model §3.2, malloc and
+// alloc_block, 2.0 to 2.2: oversize_allocations counts blocks handed out
+// of at least max_split_size, oversize_segments cudaMallocs of at least
+// it; memory_stats reports the setting itself, -1 for none). With no
+// limit both counters stay 0; with any limit (at least 20 MiB) they
+// count large-pool blocks and segments only, so each lies between 0 and
+// the matching large-pool figure.
+func settingsBounds(stats []allocator.KeyValue) map[string]Bound {
+	byKey := make(map[string]int64, len(stats))
+	for _, kv := range stats {
+		byKey[kv.Key] = kv.Value
+	}
+	out := map[string]Bound{
+		"max_split_size": {Min: -1, Reason: reasonSettings},
+	}
+	for _, f := range []string{"current", "peak", "allocated", "freed"} {
+		for counter, of := range map[string]string{"oversize_allocations": "allocation", "oversize_segments": "segment"} {
+			if upper, ok := byKey[of+".large_pool."+f]; ok {
+				out[counter+"."+f] = Bound{Max: &upper, Reason: reasonSettings}
+			}
+		}
+	}
+	return out
+}
+
 // noTraceBounds are the counters' bounds for a device without a trace:
 // at least what the final state needed (one cudaMalloc or map per
 // segment), otherwise unknown. (Peaks and cumulative figures of such a

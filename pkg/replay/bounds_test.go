@@ -1,7 +1,9 @@
 package replay
 
 import (
+	"bytes"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/memstat/memstat/pkg/allocator"
@@ -141,4 +143,95 @@ func TestPoolBounds(t *testing.T) {
 	if a := b[PrivatePoolAllocated]; a.Format(size) != "50 MiB-900 MiB" {
 		t.Errorf("before 2.9: %s", a.Format(size))
 	}
+}
+
+// TestSettingsNotRecorded: a 2.2 file does not carry its allocator
+// settings. Replayed without them, the figures that depend on
+// max_split_size_mb are bounds that hold the recording's values whatever
+// the setting was, and expandable segments are found in the recording.
+func TestSettingsNotRecorded(t *testing.T) {
+	for _, conf := range []string{"", "max_split_size_mb:64", "expandable_segments:True"} {
+		cfg, err := allocator.ParseConfig(conf, allocator.V2_2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := allocator.New(cfg, allocator.Options{Capacity: rtCapacity})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := a.RecordHistory(allocator.HistoryOptions{Enabled: allocator.HistoryAll, Context: allocator.ContextAll}); err != nil {
+			t.Fatal(err)
+		}
+		// Oversize blocks under max_split_size_mb:64, live at the end.
+		for _, n := range []int64{100 << 20, 80 << 20, 3 << 20, 1000} {
+			if _, err := a.Malloc(n, 0, snapshot.NoStack); err != nil {
+				t.Fatal(err)
+			}
+		}
+		truth := a.MemoryStats()
+		snap := writeRead(t, a.Snapshot())
+		if snap.Settings != nil {
+			t.Fatalf("%q: a 2.2 file carries allocator_settings", conf)
+		}
+		r, err := New(snap, Options{Version: allocator.V2_2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := r.Run()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := conf == "expandable_segments:True"; r.Config().ExpandableSegments != want {
+			t.Errorf("%q: replayed with expandable_segments %v", conf, !want)
+		}
+		got := res.MemoryStatsMap()
+		for _, kv := range truth {
+			b, bounded := res.Bounds[kv.Key]
+			switch {
+			case kv.Key == "max_split_size" || strings.HasPrefix(kv.Key, "oversize_"):
+				// A bound pinned to one value is printed as that value:
+				// none oversize when the large pool had none.
+				large := strings.Replace(strings.Replace(kv.Key, "oversize_allocations", "allocation.large_pool", 1), "oversize_segments", "segment.large_pool", 1)
+				pinned := kv.Key != "max_split_size" && got[large] == 0
+				if !bounded && !(pinned && got[kv.Key] == kv.Value) {
+					t.Errorf("%q: %s printed as exact (%d) although the file does not record max_split_size_mb", conf, kv.Key, got[kv.Key])
+				} else if bounded && (!b.Contains(kv.Value) || b.Reason != reasonSettings) {
+					t.Errorf("%q: %s: bound %s (%q), truth %d", conf, kv.Key, b, b.Reason, kv.Value)
+				}
+			case bounded:
+				if !b.Contains(kv.Value) {
+					t.Errorf("%q: %s: bound %s, truth %d", conf, kv.Key, b, kv.Value)
+				}
+			case conf != "max_split_size_mb:64" && got[kv.Key] != kv.Value:
+				// (Under max_split_size_mb the blocks are cut
+				// otherwise; the replay does not infer that yet.)
+				t.Errorf("%q: %s: replay %d, truth %d", conf, kv.Key, got[kv.Key], kv.Value)
+			}
+		}
+		// Told the settings, the figures are exact again.
+		r, err = New(snap, Options{Version: allocator.V2_2, Config: &cfg})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res, err = r.Run(); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := res.Bounds["max_split_size"]; ok {
+			t.Errorf("%q: max_split_size bounded although the settings were named", conf)
+		}
+	}
+}
+
+// writeRead writes s as a pickle and reads it back, as a real file.
+func writeRead(t *testing.T, s *snapshot.Snapshot) *snapshot.Snapshot {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := snapshot.Write(&buf, s); err != nil {
+		t.Fatal(err)
+	}
+	out, err := snapshot.Read(&buf, int64(buf.Len()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }

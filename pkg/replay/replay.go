@@ -130,6 +130,10 @@ type Replay struct {
 	failed  map[uint64]bool
 
 	peakAlloc, peakRes PeakAt
+	// settingsUnknown: the file records no allocator settings and the
+	// caller named none; the replay assumes the defaults for what the
+	// recording does not show (settingsBounds).
+	settingsUnknown bool
 	// atPeak is the reserved memory when allocated memory first reached
 	// peakAlloc.
 	atPeak Unused
@@ -179,6 +183,12 @@ func New(s *snapshot.Snapshot, o Options) (*Replay, error) {
 		var notes []string
 		r.cfg, notes = ConfigFromSettings(s.Settings, v)
 		r.res.Warnings = append(r.res.Warnings, notes...)
+		if s.Settings == nil {
+			r.settingsUnknown = true
+			// What the recording itself shows: expandable segments map
+			// and unmap pages, and their segments say so.
+			r.cfg.ExpandableSegments = v.HasExpandableSegments() && recordsExpandable(s, o.Device)
+		}
 	}
 	if err := r.cfg.Validate(); err != nil {
 		return nil, err
@@ -238,6 +248,23 @@ func New(s *snapshot.Snapshot, o Options) (*Replay, error) {
 		return r, r.initFollow(total)
 	}
 	return r, r.initWhatIf(total, follow)
+}
+
+// recordsExpandable reports whether device dev's recording shows
+// expandable segments: a segment_map or segment_unmap entry, or a final
+// segment marked expandable.
+func recordsExpandable(s *snapshot.Snapshot, dev int) bool {
+	for _, e := range s.Trace(dev) {
+		if e.Action == snapshot.ActionSegmentMap || e.Action == snapshot.ActionSegmentUnmap {
+			return true
+		}
+	}
+	for _, seg := range s.DeviceSegments(dev) {
+		if seg.Expandable {
+			return true
+		}
+	}
+	return false
 }
 
 // inferTotalMemory bounds totalGlobalMem by the spacing of the expandable
@@ -810,6 +837,9 @@ func (r *Replay) Result() *Result {
 			if r.toggled {
 				maps.Copy(r.res.Bounds, r.runtimeBounds(r.preBlocks))
 			}
+		}
+		if r.settingsUnknown {
+			maps.Copy(r.res.Bounds, settingsBounds(r.res.MemoryStats))
 		}
 		r.res.MemoryStats = applyBounds(r.res.MemoryStats, r.res.Bounds)
 	}

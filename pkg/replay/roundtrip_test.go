@@ -58,6 +58,13 @@ type rtSetting struct {
 	knownDrift string
 }
 
+// namesSettings says whether a replay of a file without its settings
+// (before 2.3) is told them: for settings that change how blocks are
+// rounded or split.
+func (s rtSetting) namesSettings() bool {
+	return strings.Contains(s.conf, "max_split_size_mb") || strings.Contains(s.conf, "roundup_power2_divisions")
+}
+
 var rtSettings = []rtSetting{
 	{name: "default", conf: "", streams: 1},
 	{name: "max_split_size_mb:64", conf: "max_split_size_mb:64", streams: 1},
@@ -326,9 +333,12 @@ func roundTrip(set rtSetting, v allocator.Version, seed uint64, ops int) rtOutco
 		return rtOutcome{problems: []string{"read: " + err.Error()}}
 	}
 	ro := Options{Version: v}
-	if !v.HasAllocatorSettings() {
-		// The file does not carry its settings: the user names them
-		// (memstat replay --alloc-conf).
+	if !v.HasAllocatorSettings() && set.namesSettings() {
+		// The file does not carry its settings. The replay finds
+		// expandable segments in the recording itself and bounds the
+		// figures of max_split_size_mb; how blocks were rounded and
+		// split is not inferred yet, so for those settings the user
+		// names them (memstat replay --alloc-conf).
 		ro.Config = &cfg
 	}
 	if rtDebugTrace != nil {

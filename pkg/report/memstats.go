@@ -1,5 +1,7 @@
 package report
 
+import "github.com/memstat/memstat/pkg/replay"
+
 // StatRow is one metric of torch.cuda.memory_summary(): the stat it reads,
 // the label people know it by, and whether it counts bytes.
 type StatRow struct {
@@ -24,8 +26,9 @@ var SummaryRows = []StatRow{
 
 // StatsTable lays memory_stats figures out like torch.cuda.memory_summary():
 // one row per metric and pool, columns current / peak / allocated / freed.
-// get returns a flat memory_stats key's value (0 when absent).
-func StatsTable(get func(key string) int64) *Table {
+// get returns a flat memory_stats key's value (0 when absent); a key in
+// bounds is printed as its bound.
+func StatsTable(get func(key string) int64, bounds map[string]replay.Bound) *Table {
 	t := &Table{Columns: []Column{
 		{Name: "Metric", Key: "metric"},
 		{Name: "Pool", Key: "pool"},
@@ -34,11 +37,17 @@ func StatsTable(get func(key string) int64) *Table {
 		{Name: "Allocated", Key: "allocated", Align: Right},
 		{Name: "Freed", Key: "freed", Align: Right},
 	}}
-	cell := func(n int64, bytes bool) Cell {
-		if bytes {
-			return Bytes(n)
+	cell := func(key string, bytes bool) Cell {
+		if b, ok := bounds[key]; ok {
+			if bytes {
+				return BoundCell(b)
+			}
+			return Str(b.String())
 		}
-		return Int(n)
+		if bytes {
+			return Bytes(get(key))
+		}
+		return Int(get(key))
 	}
 	for _, r := range SummaryRows {
 		for _, pool := range []string{"all", "large_pool", "small_pool"} {
@@ -47,13 +56,13 @@ func StatsTable(get func(key string) int64) *Table {
 			if pool != "all" {
 				label = ""
 			}
-			t.Add(Str(label), Str(pool), cell(get(k+"current"), r.Bytes), cell(get(k+"peak"), r.Bytes),
-				cell(get(k+"allocated"), r.Bytes), cell(get(k+"freed"), r.Bytes))
+			t.Add(Str(label), Str(pool), cell(k+"current", r.Bytes), cell(k+"peak", r.Bytes),
+				cell(k+"allocated", r.Bytes), cell(k+"freed", r.Bytes))
 		}
 	}
 	for _, o := range []StatRow{{"oversize_allocations", "Oversize allocations", false}, {"oversize_segments", "Oversize GPU segments", false}} {
 		k := o.Stat + "."
-		t.Add(Str(o.Label), Str("all"), Int(get(k+"current")), Int(get(k+"peak")), Int(get(k+"allocated")), Int(get(k+"freed")))
+		t.Add(Str(o.Label), Str("all"), cell(k+"current", false), cell(k+"peak", false), cell(k+"allocated", false), cell(k+"freed", false))
 	}
 	return t
 }

@@ -287,7 +287,7 @@ func writeText(w io.Writer, files []fileStats, format report.Format, width int) 
 				fmt.Fprintln(w)
 			}
 			get := res.Stat
-			if err := report.StatsTable(get).Render(w, format); err != nil {
+			if err := report.StatsTable(get, res.Bounds).Render(w, format); err != nil {
 				return err
 			}
 			fmt.Fprintln(w)
@@ -340,7 +340,7 @@ func counterTable(res *replay.Result) *report.Table {
 		}
 	}
 	if have["max_split_size"] {
-		t.Add(report.Str("Max split size"), report.Str("max_split_size"), report.Int(res.Stat("max_split_size")))
+		t.Add(report.Str("Max split size"), report.Str("max_split_size"), report.CounterCell(res, "max_split_size"))
 	}
 	return t
 }

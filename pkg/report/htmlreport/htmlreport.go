@@ -256,7 +256,7 @@ func deviceView(file string, d *Device) (devView, error) {
 	}
 	if res := d.Result; res != nil {
 		dv.TorchVersion, dv.Settings = res.Version, res.Settings
-		dv.Stats = tableOf(report.StatsTable(res.Stat), "stats")
+		dv.Stats = tableOf(report.StatsTable(res.Stat, res.Bounds), "stats")
 		ct := &report.Table{Columns: []report.Column{{Name: "Counter", Key: "counter"}, {Name: "Key", Key: "key"}, {Name: "Value", Key: "value", Align: report.Right}}}
 		for _, c := range report.CounterRows {
 			ct.Add(report.Str(c.Label), report.Str(c.Stat), report.CounterCell(res, c.Stat))
