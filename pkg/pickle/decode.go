@@ -99,6 +99,46 @@ type Decoder struct {
 	// be cached when they are frozen. See cachedList.
 	lists   map[string]Value
 	pending map[uint64]pendingList
+
+	// budget, when set, is called with Footprint every budgetStep bytes
+	// of input decoded; nextCheck is the input offset of the next call.
+	budget    func(held int64) error
+	nextCheck int64
+	// listKeyBytes and pendingKeyBytes count the key bytes of lists and
+	// pending.
+	listKeyBytes, pendingKeyBytes int64
+}
+
+// budgetStep is how many input bytes the decoder decodes between two
+// calls of its budget: an opcode is at least one byte and adds at most
+// some 100 bytes, so the memory a budget can miss is a few MiB.
+const budgetStep = 32 << 10
+
+// SetBudget makes the decoder call check with its Footprint while it
+// decodes, every few KiB of input, and stop with check's error, so that a
+// caller can bound memory by what the input cost (a gzip bomb expands 200
+// times; its opcodes add up to 100 bytes each) before it is spent.
+func (d *Decoder) SetBudget(check func(held int64) error) {
+	d.budget = check
+	d.nextCheck = d.base + int64(d.pos)
+}
+
+// Footprint estimates the bytes the decoder holds: its store's (see
+// Values.Footprint), its stack, memo, input buffer and list cache.
+func (d *Decoder) Footprint() int64 {
+	n := d.vs.Footprint() + int64(cap(d.stack))*16 + int64(cap(d.marks))*8 +
+		int64(len(d.memo.pages))*memoPage*8 + int64(cap(d.memo.pages))*24 + int64(cap(d.memo.spill))*16
+	if d.r != nil {
+		n += int64(cap(d.buf)) // a bytes decoder's input is the caller's
+	}
+	// A cached list's key is its reference opcodes, up to 5 bytes each.
+	n += int64(len(d.lists))*64 + d.listKeyBytes + d.pendingKeyBytes + int64(len(d.pending))*64
+	return n
+}
+
+func (d *Decoder) checkBudget() error {
+	d.nextCheck = d.base + int64(d.pos) + budgetStep
+	return d.budget(d.Footprint())
 }
 
 // pendingList is a list whose record goes into Decoder.lists under key,
@@ -401,8 +441,10 @@ func (d *Decoder) freeze(v Value) (Value, error) {
 		c = &vs.conts[v.N]
 		if p, found := d.pending[v.N]; found {
 			delete(d.pending, v.N)
+			d.pendingKeyBytes -= int64(len(p.key))
 			if ok && len(d.lists) < maxCachedLists && d.madeOf(v, p) {
 				d.lists[p.key] = rec
+				d.listKeyBytes += int64(len(p.key))
 			}
 		}
 		if ok {
@@ -500,6 +542,7 @@ func (d *Decoder) memoPut(i uint64, v Value) error {
 			// costs the map's capacity every time, and a pickle can
 			// store again at every opcode.
 			d.lists = make(map[string]Value)
+			d.listKeyBytes = 0
 		}
 	}
 	d.memo.grow(int(i))
@@ -587,7 +630,11 @@ scan:
 			d.lists = make(map[string]Value)
 			d.pending = make(map[uint64]pendingList)
 		}
+		if old, ok := d.pending[v.N]; ok {
+			d.pendingKeyBytes -= int64(len(old.key))
+		}
 		d.pending[v.N] = pendingList{key: string(key), n: n}
+		d.pendingKeyBytes += int64(len(key))
 	}
 	return 1
 }
@@ -620,6 +667,11 @@ func (d *Decoder) madeOf(v Value, p pendingList) bool {
 // Decode runs the pickle to its STOP opcode and returns the result.
 func (d *Decoder) Decode() (Value, error) {
 	for {
+		if d.budget != nil && d.base+int64(d.pos) >= d.nextCheck {
+			if err := d.checkBudget(); err != nil {
+				return None, err
+			}
+		}
 		if d.end-d.pos >= fastLen {
 			d.fastRun()
 		}
@@ -658,7 +710,12 @@ var errStop = errors.New("stop")
 // are buffered, without returning to Decode's loop for each.
 func (d *Decoder) fastRun() {
 	buf, pos, end := d.buf, d.pos, d.end
-	for end-pos >= fastLen {
+	stop := end
+	if d.budget != nil {
+		// Return to Decode at the next budget check.
+		stop = min(end, max(pos+1, int(d.nextCheck-d.base)))
+	}
+	for end-pos >= fastLen && pos < stop {
 		n := d.fast(buf[pos:end])
 		if n == 0 {
 			break

@@ -25,6 +25,7 @@ import (
 	"math"
 	"math/big"
 	"slices"
+	"unsafe"
 )
 
 // Kind is the type of a decoded value.
@@ -179,6 +180,10 @@ type Values struct {
 	// rooms instead of giving them back one by one; see endBatch.
 	batch bool
 	rooms []room
+	// textBytes and bigWords count what strs and bigs hold, for
+	// Footprint.
+	textBytes int64
+	bigWords  int64
 }
 
 // room is a span of arena words.
@@ -222,6 +227,7 @@ func (vs *Values) intern(s string, isBytes bool) uint32 {
 		return id
 	}
 	id := uint32(len(vs.strs))
+	vs.textBytes += int64(len(s))
 	vs.strs = append(vs.strs, s)
 	vs.isByte = append(vs.isByte, isBytes)
 	idx[s] = id
@@ -280,7 +286,24 @@ func (vs *Values) bigValue(b *big.Int) Value {
 		return Int(b.Int64())
 	}
 	vs.bigs = append(vs.bigs, b)
+	vs.bigWords += int64(len(b.Bits()))
 	return Value{Kind: KindBigInt, N: uint64(len(vs.bigs) - 1)}
+}
+
+// Footprint estimates the bytes the store holds: its slices at their
+// capacity, the interned text with its index entries, the big integers.
+// It is what a decoder's budget counts (see Decoder.SetBudget); it costs a
+// few loads, not a walk.
+func (vs *Values) Footprint() int64 {
+	const (
+		mapEntry = 48                // a Go map's key, value and overhead, roughly
+		strEntry = 16 + 1 + mapEntry // strs, isByte, strIdx or bytIdx
+	)
+	return int64(cap(vs.conts))*int64(unsafe.Sizeof(container{})) +
+		int64(cap(vs.arena))*int64(unsafe.Sizeof(Value{})) +
+		int64(cap(vs.free))*4 + int64(cap(vs.rooms))*16 +
+		int64(len(vs.strs))*strEntry + vs.textBytes +
+		int64(cap(vs.bigs))*8 + int64(len(vs.bigs))*32 + vs.bigWords*8
 }
 
 // NewContainer makes an empty list, tuple, dict or set.

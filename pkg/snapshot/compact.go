@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"unsafe"
 
 	"github.com/memstat/memstat/pkg/pickle"
 )
@@ -197,6 +198,9 @@ func (b *builder) Compact(vs *pickle.Values, v pickle.Value) (pickle.Value, bool
 			}
 		}
 		b.frameIDs = ids
+		if len(ids) > caps.depth {
+			return v, false, fmt.Errorf("a stack of %d frames, more than the limit of %d (MaxStackDepth)", len(ids), caps.depth)
+		}
 		return pickle.Record(tagStack, uint64(b.stacks.InternStack(ids))), true, nil
 	}
 	return v, false, nil
@@ -314,7 +318,11 @@ func (b *builder) frame() (pickle.Value, bool, error) {
 	}
 	f := Frame{Name: b.str(kName), Filename: b.str(kFilename), Line: line}
 	k := frameKey{name: b.textID(kName), file: b.textID(kFilename), line: line}
-	return pickle.Record(tagFrame, uint64(b.stacks.internFrame(k, f))), true, nil
+	id := b.stacks.internFrame(k, f)
+	if int(id) >= caps.frames {
+		return pickle.None, false, fmt.Errorf("more than %d distinct stack frames, the limit (MaxFrames)", caps.frames)
+	}
+	return pickle.Record(tagFrame, uint64(id)), true, nil
 }
 
 func (b *builder) entry() (pickle.Value, bool, error) {
@@ -364,6 +372,9 @@ func (b *builder) entry() (pickle.Value, bool, error) {
 		b.lastContext, b.lastContextID = c, b.contexts.Intern(c)
 	}
 	e.Context = b.lastContextID
+	if len(b.entries) >= caps.entries {
+		return pickle.None, false, fmt.Errorf("more than %d trace entries, the limit (MaxTraceEntries)", caps.entries)
+	}
 	if len(b.entries) == cap(b.entries) {
 		b.growEntries()
 	}
@@ -479,6 +490,9 @@ func (b *builder) block() (pickle.Value, bool, error) {
 			}
 		}
 	}
+	if len(b.blocks) >= caps.blocks {
+		return pickle.None, false, fmt.Errorf("more than %d blocks, the limit (MaxBlocks)", caps.blocks)
+	}
 	if len(b.blocks) == cap(b.blocks) {
 		// Doubling: the array is copied about once over, where append's
 		// quarter steps on large arrays copied it four times.
@@ -573,6 +587,9 @@ func (b *builder) segment() (pickle.Value, bool, error) {
 			}
 		}
 	}
+	if len(b.segments) >= caps.segments {
+		return pickle.None, false, fmt.Errorf("more than %d segments, the limit (MaxSegments)", caps.segments)
+	}
 	b.segments = append(b.segments, p)
 	return pickle.Record(tagSegment, uint64(len(b.segments)-1)), true, nil
 }
@@ -593,4 +610,24 @@ func (b *builder) poolID(what string, k int) (PoolID, error) {
 		id[i] = x
 	}
 	return id, nil
+}
+
+// footprint estimates the bytes the builder holds: the records made so far
+// and the tables that index them. Text is counted where pickle.Values
+// interns it. See memoryBudget.
+func (b *builder) footprint() int64 {
+	// Entries count by length: growEntries sizes their room from the
+	// file's size (at most a few bytes per byte of it), and untouched
+	// room costs no memory.
+	n := int64(len(b.entries))*int64(unsafe.Sizeof(TraceEntry{})) +
+		int64(cap(b.blocks))*int64(unsafe.Sizeof(Block{})) +
+		int64(cap(b.segments))*int64(unsafe.Sizeof(pendingSegment{})) +
+		int64(cap(b.history))*int64(unsafe.Sizeof(historyEntry{})) +
+		int64(cap(b.strs))*16 + int64(len(b.strIdx))*32 + int64(len(b.textIDs))*32 +
+		int64(cap(b.blockTaken)) + int64(cap(b.frameIDs))*4 +
+		int64(len(b.contexts.list))*int64(unsafe.Sizeof(EntryContext{})*2) +
+		b.stacks.footprint()
+	// A segment's list of block indices: each block is taken once.
+	n += int64(cap(b.blocks)) * 4
+	return n
 }

@@ -62,9 +62,19 @@ func sharedBlocks(m, b int) string {
 
 // repeatedTraces lists one trace of e entries as m devices' traces.
 func repeatedTraces(m, e int) string {
+	var entries strings.Builder
+	for i := range e {
+		entries.WriteString("}(" + sbu("action") + sbu("alloc") + sbu("addr") + binInt(i) + "u")
+	}
+	return "\x80\x04}(" + sbu("segments") + "]" + sbu("device_traces") +
+		"]((" + entries.String() + "l" + strings.Repeat("2", m-1) + "eu."
+}
+
+// repeatedEntry lists one trace entry dict m times (DUP) in one trace.
+func repeatedEntry(m int) string {
 	entry := "}(" + sbu("action") + sbu("alloc") + sbu("addr") + "K\x01u"
 	return "\x80\x04}(" + sbu("segments") + "]" + sbu("device_traces") +
-		"]((" + entry + strings.Repeat("2", e-1) + "l" + strings.Repeat("2", m-1) + "eu."
+		"]((" + entry + strings.Repeat("2", m-1) + "leu."
 }
 
 // repeatedSettingsKey repeats the roundup_power2_divisions key d times,
@@ -140,6 +150,7 @@ func hostileSnapshots() []hostileSnapshot {
 		c("one block listed twice", "\x80\x04}("+sbu("segments")+"](}("+sbu("blocks")+"]("+blocks(1)+"2eueu.", "block dict is listed twice"),
 		c("one trace listed as 1000 devices", repeatedTraces(1000, 3000), "device_traces[1] is the same list as device_traces[0]"),
 		c("one trace listed as 3000 devices", repeatedTraces(3000, 3000), "\"device_traces\" lists 3000 devices, more than the limit of 1024"),
+		c("one entry listed 1000000 times", repeatedEntry(1_000_000), "device_traces[0][1] repeats a trace entry dict"),
 		c("one empty trace listed as 3 devices", "\x80\x04}("+sbu("segments")+"]"+sbu("device_traces")+"](]22eu.", ""),
 		c("roundup_power2_divisions repeated", repeatedSettingsKey(200, 200, 1<<16), ""),
 		c("one annotation of 200000 keys listed 200000 times", repeatedAnnotation(200000, 200000), ""),
@@ -166,7 +177,8 @@ func hostileSnapshots() []hostileSnapshot {
 		c("JSON truncated", `{"segments": [`, "truncated"),
 
 		// Nesting through the compactor.
-		c("1 million nested lists", strings.Repeat("]", 1_000_000)+strings.Repeat("a", 999_999)+".", "segments[0] is not a segment dict"),
+		c("1 million nested lists", strings.Repeat("]", 1_000_000)+strings.Repeat("a", 999_999)+".", "more than the limit of 32 bytes per byte decoded"),
+		c("200000 nested lists", strings.Repeat("]", 200_000)+strings.Repeat("a", 199_999)+".", "segments[0] is not a segment dict"),
 
 		// gzip.
 		c("gzip bomb", string(gzipBomb(100_000)), "compression bomb"),

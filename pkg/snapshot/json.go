@@ -20,10 +20,17 @@ const maxJSONDepth = 512
 // in 20 digits; CPython's json writes at most 17 significant digits).
 const maxJSONNumberLen = 2048
 
+// jsonBudgetStep is how many JSON tokens readJSON reads between two calls
+// of its budget: a token is at least one byte.
+const jsonBudgetStep = 4096
+
 // readJSON reads the JSON form of a snapshot (what the newest web viewer and
 // Mosaic accept) into the same values and records a pickle decodes to, so
 // one assembler serves both.
-func readJSON(r io.Reader, vs *pickle.Values, c pickle.Compactor) (pickle.Value, error) {
+//
+// budget, if not nil, is called every jsonBudgetStep tokens with the bytes
+// held (see pickle.Decoder.SetBudget).
+func readJSON(r io.Reader, vs *pickle.Values, c pickle.Compactor, budget func(held int64) error) (pickle.Value, error) {
 	dec := json.NewDecoder(r)
 	dec.UseNumber()
 	type level struct {
@@ -33,6 +40,7 @@ func readJSON(r io.Reader, vs *pickle.Values, c pickle.Compactor) (pickle.Value,
 	var stack []level
 	var result pickle.Value
 	done := false
+	open := int64(0) // items in stack's levels
 	put := func(v pickle.Value) {
 		if len(stack) == 0 {
 			result, done = v, true
@@ -40,8 +48,14 @@ func readJSON(r io.Reader, vs *pickle.Values, c pickle.Compactor) (pickle.Value,
 		}
 		top := &stack[len(stack)-1]
 		top.items = append(top.items, v)
+		open++
 	}
-	for !done {
+	for tokens := 0; !done; tokens++ {
+		if budget != nil && tokens%jsonBudgetStep == 0 {
+			if err := budget(vs.Footprint() + 2*16*open); err != nil {
+				return pickle.None, err
+			}
+		}
 		tok, err := dec.Token()
 		if err != nil {
 			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
@@ -64,6 +78,7 @@ func readJSON(r io.Reader, vs *pickle.Values, c pickle.Compactor) (pickle.Value,
 			case '}', ']':
 				top := stack[len(stack)-1]
 				stack = stack[:len(stack)-1]
+				open -= int64(len(top.items))
 				v := vs.NewContainer(top.kind)
 				if err := vs.Append(v, c, top.items...); err != nil {
 					return pickle.None, err

@@ -37,6 +37,36 @@ var ErrNotSnapshot = errors.New("not a memory snapshot")
 // 16 for years, 120 in recent releases); no real snapshot comes near 1024.
 const MaxDevices = 1024
 
+// Caps on what one snapshot may list, each far past what a real allocator
+// holds or records (c10/cuda/CUDACachingAllocator.cpp, any release 1.13 to
+// 2.10), so that a file naming more is refused with the limit named
+// rather than read:
+//   - MaxSegments: a segment is at least 2 MiB (kSmallBuffer; large ones
+//     round to kRoundLarge, 2 MiB): 2^20 of them are 2 TiB, more than
+//     eight of the largest GPUs (192 GB) hold together.
+//   - MaxBlocks: a block is at least 512 bytes (kMinBlockSize) and is a
+//     live tensor or a cached split: 2^28 of them would be 128 GiB of
+//     512-byte blocks, each a tensor the recording process holds.
+//   - MaxTraceEntries: the history ring buffer (alloc_trace) keeps
+//     max_entries, unbounded by default, but each entry is a dict of some
+//     500 bytes in the process that dumps it: 2^28 entries need over
+//     100 GB of its memory, and the published traces keep 10^4 to 10^6.
+//   - MaxFrames (distinct frames) and MaxStackDepth (frames of one
+//     stack): CPython's recursion limit is 1000 by default, and a stack
+//     adds a few hundred C++ frames at most.
+const (
+	MaxSegments     = 1 << 20
+	MaxBlocks       = 1 << 28
+	MaxTraceEntries = 1 << 28
+	MaxFrames       = 1 << 24
+	MaxStackDepth   = 1 << 16
+)
+
+// caps holds the caps the builder applies: the constants, lowered by tests
+// that check the errors without decoding millions of records.
+var caps = struct{ segments, blocks, entries, frames, depth int }{
+	MaxSegments, MaxBlocks, MaxTraceEntries, MaxFrames, MaxStackDepth}
+
 // A gzip stream may expand to at most maxGzipRatio times the compressed
 // bytes read so far, plus gzipFloor, so that a compression bomb cannot make
 // the decoder (which may hold some 100 bytes per input byte) exhaust
@@ -46,6 +76,56 @@ const (
 	maxGzipRatio = 200
 	gzipFloor    = 4 << 20
 )
+
+// Decoding a snapshot holds at most MemoryPerDecodedByte bytes per byte
+// of pickle or JSON decoded and MemoryPerFileByte per byte read from the
+// file (the compressed bytes, for a gzip), plus MemoryFloor. The decoder
+// and the model count what they hold as they go (pickle.Decoder.SetBudget)
+// and stop when it is past either bound, so that a compression bomb (200
+// times expansion, up to some 100 bytes held per opcode) or a pickle of
+// nested containers is refused after a few MiB, not gigabytes. Real
+// snapshots hold 4 to 10 bytes per byte of pickle (snapshots
+// gen_snapshot.py makes: 5), and their gzip up to 43 per compressed byte.
+const (
+	MemoryPerDecodedByte = 32
+	MemoryPerFileByte    = 512
+	MemoryFloor          = 8 << 20
+)
+
+// ErrMemoryBudget is wrapped by the error for an input refused by the
+// memory budget.
+var ErrMemoryBudget = errors.New("over the memory budget")
+
+// observeMemory, when set (by tests), sees every check of the budget.
+var observeMemory func(held, decoded, file int64)
+
+// checkMemory is the decoding budget: held bytes after decoded bytes of
+// pickle or JSON, read from file bytes of the file.
+func checkMemory(held, decoded, file int64) error {
+	if observeMemory != nil {
+		observeMemory(held, decoded, file)
+	}
+	if held > MemoryFloor+MemoryPerDecodedByte*decoded {
+		return fmt.Errorf("%w: decoding holds %s after %s of data, more than the limit of %d bytes per byte decoded + %s; refusing a possible nesting bomb",
+			ErrMemoryBudget, byteSize(held), byteSize(decoded), MemoryPerDecodedByte, byteSize(MemoryFloor))
+	}
+	if held > MemoryFloor+MemoryPerFileByte*file {
+		return fmt.Errorf("%w: decoding holds %s after reading %s of the file, more than the limit of %d bytes per byte read + %s; refusing a possible compression bomb",
+			ErrMemoryBudget, byteSize(held), byteSize(file), MemoryPerFileByte, byteSize(MemoryFloor))
+	}
+	return nil
+}
+
+// byteSize prints n as a message does: bytes, KiB or MiB, rounded down.
+func byteSize(n int64) string {
+	switch {
+	case n >= 1<<20:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n >= 1<<10:
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%d bytes", n)
+}
 
 // Load reads a snapshot file: a pickle (protocol 0-5), its gzip, or the JSON
 // form the newest web viewer reads. "-" reads standard input.
@@ -96,8 +176,9 @@ func Read(r io.Reader, size int64) (*Snapshot, error) {
 	}
 	var features Features
 	var in io.Reader = br
+	var compressed *countingReader
 	if len(head) >= 2 && head[0] == 0x1f && head[1] == 0x8b {
-		compressed := &countingReader{r: br}
+		compressed = &countingReader{r: br}
 		zr, err := gzip.NewReader(compressed)
 		if err != nil {
 			return nil, fmt.Errorf("bad gzip data: %v", err)
@@ -123,7 +204,12 @@ func Read(r io.Reader, size int64) (*Snapshot, error) {
 	var top pickle.Value
 	if isJSONStart(head) {
 		features.JSON = true
-		top, err = readJSON(br, vs, b)
+		jr := &countingReader{r: br}
+		fileRead := func() int64 { return jr.n }
+		if compressed != nil {
+			fileRead = func() int64 { return compressed.n }
+		}
+		top, err = readJSON(jr, vs, b, func(held int64) error { return checkMemory(held+b.footprint(), jr.n, fileRead()) })
 		if err != nil {
 			return nil, err
 		}
@@ -132,6 +218,11 @@ func Read(r io.Reader, size int64) (*Snapshot, error) {
 		if !features.Gzip && size > 0 {
 			b.progress = func() (int64, int64) { return d.Offset(), size }
 		}
+		fileRead := d.Offset
+		if compressed != nil {
+			fileRead = func() int64 { return compressed.n }
+		}
+		d.SetBudget(func(held int64) error { return checkMemory(held+b.footprint(), d.Offset(), fileRead()) })
 		top, err = d.Decode()
 		if err != nil {
 			return nil, explainPickleError(err, head)
@@ -166,6 +257,9 @@ func isJSONStart(head []byte) bool {
 
 // explainPickleError adds what the file probably is to a decoding error.
 func explainPickleError(err error, head []byte) error {
+	if errors.Is(err, ErrMemoryBudget) {
+		return err
+	}
 	var pe *pickle.Error
 	if errors.As(err, &pe) && errors.Is(err, pickle.ErrRefused) && (pe.Op == "GLOBAL" || pe.Op == "STACK_GLOBAL") {
 		return fmt.Errorf("%w (a torch.save file or another Python object, not a memory snapshot)", err)
@@ -424,8 +518,18 @@ func (b *builder) traces(s *Snapshot, v pickle.Value) error {
 		return fmt.Errorf("\"device_traces\" lists %d devices, more than the limit of %d", n, MaxDevices)
 	}
 	// A device's list is taken once: listing one trace as many devices'
-	// (2-byte memo references) would copy it once per reference.
+	// (2-byte memo references) would copy it once per reference. So is
+	// each entry: PyTorch writes one dict per entry, and one dict listed
+	// a million times (2 bytes a reference) would replay a million times.
 	taken := map[uint64]int{}
+	entryTaken := make([]bool, len(b.entries))
+	takeEntry := func(d, i int, n uint64) error {
+		if entryTaken[n] {
+			return fmt.Errorf("%w: device_traces[%d][%d] repeats a trace entry dict listed before (PyTorch writes each entry once)", ErrNotSnapshot, d, i)
+		}
+		entryTaken[n] = true
+		return nil
+	}
 	for d, dev := range vs.Items(v) {
 		if dev.Kind != pickle.KindList && dev.Kind != pickle.KindTuple {
 			return fmt.Errorf("%w: device_traces[%d] is a %s, not a list", ErrNotSnapshot, d, dev.Kind)
@@ -435,6 +539,11 @@ func (b *builder) traces(s *Snapshot, v pickle.Value) error {
 		}
 		taken[dev.N] = d
 		if tag, first, n, ok := vs.RecordRun(dev); ok && tag == tagEntry {
+			for i := range n {
+				if err := takeEntry(d, i, first+uint64(i)); err != nil {
+					return err
+				}
+			}
 			// The entries of a device's trace decode one after another:
 			// the trace is a slice of them, not a copy (a copy doubled
 			// the peak memory of reading a large trace). Its capacity
@@ -447,6 +556,9 @@ func (b *builder) traces(s *Snapshot, v pickle.Value) error {
 		for i, it := range items {
 			if it.Kind != pickle.KindRecord || it.Tag != tagEntry {
 				return fmt.Errorf("%w: device_traces[%d][%d] is not a trace entry dict (with \"action\")", ErrNotSnapshot, d, i)
+			}
+			if err := takeEntry(d, i, it.N); err != nil {
+				return err
 			}
 			trace[i] = b.entries[it.N]
 		}

@@ -1,6 +1,9 @@
 package snapshot
 
-import "slices"
+import (
+	"slices"
+	"unsafe"
+)
 
 // Frame is one stack frame as PyTorch records it ({"name", "filename",
 // "line"}).
@@ -174,3 +177,10 @@ func (s *Stacks) NumFrames() int { return len(s.frames) }
 // NumStacks returns how many distinct stacks are interned, the empty stack
 // included.
 func (s *Stacks) NumStacks() int { return len(s.offs) - 1 }
+
+// footprint estimates the bytes the table holds (see builder.footprint).
+func (s *Stacks) footprint() int64 {
+	return int64(cap(s.frames))*int64(unsafe.Sizeof(Frame{})) + int64(len(s.frameIdx))*48 +
+		int64(len(s.texts))*40 + int64(cap(s.offs))*4 + int64(cap(s.data))*4 +
+		int64(cap(s.stackIdx))*4 + int64(cap(s.hashes))*8
+}
