@@ -363,6 +363,7 @@ func newProgress(io *iostreams.IOStreams) *progress {
 	if !io.IsStderrTTY() {
 		return &progress{}
 	}
+	command.ReleaseStderr(io.ErrOut) // progress is shown as it comes
 	return &progress{w: io.ErrOut}
 }
 

@@ -55,6 +55,15 @@ other allocator settings.`,
 // one line, "memstat: internal error: ...", and exit 2; the Go stack goes
 // to stderr only when MEMSTAT_TRACEBACK is set.
 func Main(f *command.Factory, args []string) (code int) {
+	// Warnings wait until the command returns, so that an error line
+	// comes before them (see command.HeldStderr).
+	stderr := f.IO.ErrOut
+	held := command.HoldStderr(stderr)
+	f.IO.ErrOut = held
+	defer func() {
+		f.IO.ErrOut = stderr
+		held.Release()
+	}()
 	cmd := NewCmdRoot(f)
 	cmd.SetArgs(args)
 	var (
@@ -74,9 +83,10 @@ func Main(f *command.Factory, args []string) (code int) {
 		err = ferr
 	}
 	if p := (*parallel.PanicError)(nil); errors.As(err, &p) {
-		fmt.Fprintf(f.IO.ErrOut, "memstat: %s (a bug in memstat: please report it with the command line; MEMSTAT_TRACEBACK=1 prints where)\n", report.Escape(err.Error()))
+		fmt.Fprintf(stderr, "memstat: %s (a bug in memstat: please report it with the command line; MEMSTAT_TRACEBACK=1 prints where)\n", report.Escape(err.Error()))
+		held.Release()
 		if f.Getenv != nil && f.Getenv("MEMSTAT_TRACEBACK") != "" {
-			f.IO.ErrOut.Write(p.Stack)
+			stderr.Write(p.Stack)
 		}
 		return command.ExitError
 	}
@@ -89,14 +99,15 @@ func Main(f *command.Factory, args []string) (code int) {
 	if errors.As(err, &cf) {
 		return command.ExitCheckFailed
 	}
-	// One line, whatever the error quotes from a file.
-	fmt.Fprintf(f.IO.ErrOut, "memstat: %s\n", report.Escape(err.Error()))
+	// One line, whatever the error quotes from a file, before any
+	// warning.
+	fmt.Fprintf(stderr, "memstat: %s\n", report.Escape(err.Error()))
 	var fe *command.FlagError
 	if errors.As(err, &fe) || isUnknownCommand(err) {
 		if c == nil {
 			c = cmd
 		}
-		fmt.Fprintf(f.IO.ErrOut, "Run '%s --help' for usage.\n", c.CommandPath())
+		fmt.Fprintf(stderr, "Run '%s --help' for usage.\n", c.CommandPath())
 	}
 	return command.ExitCode(err)
 }

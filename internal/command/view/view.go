@@ -148,6 +148,7 @@ func runView(opts *Options) error {
 	if err := opts.IO.Flush(); err != nil {
 		return err
 	}
+	command.ReleaseStderr(opts.IO.ErrOut) // the user needs the address now
 	fmt.Fprintf(opts.IO.ErrOut, "memstat: serving %s on 127.0.0.1 only; Ctrl-C stops\n", opts.File)
 	if !opts.NoOpen {
 		openBrowser(url)
