@@ -89,7 +89,7 @@ Command: \`bench/view.sh\` (\`make bench\` runs it last). Files: gen_snapshot.py
 view: \`bench/viewbench\` starts \`bin/memstat view FILE --no-open\` and times, from the start, the page's
 first picture (URL printed, then the page, \`/api/info\`, \`/api/overview\` and the whole-trace window at 1300
 columns: everything the page asks for before it draws), wall / the server's CPU seconds (on a shared machine
-the CPU ratio is the steadier one); then zoom/pan: $((40 + 10)) windows of 1300 columns
+the CPU ratio is steadier, not steady); then zoom/pan: $((40 + 10)) windows of 1300 columns
 from the whole trace down to 200 entries at random places (40 with one band per allocation, top 300; 10 by
 stack, top 40), latency per request; the first group-by request (it builds the grouping); the allocator state
 at the peak (a replay up to it) and at the next entry (one step); the server's peak RSS (VmHWM) once the first
