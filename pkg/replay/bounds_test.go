@@ -96,6 +96,10 @@ func TestRoundTripRegressions(t *testing.T) {
 		{"runtime settings", allocator.V2_2, 6, "only the final segments show the switch: a live block split with a remainder under 1 MiB while expandable_segments was on"},
 		{"runtime settings", allocator.V2_6, 13, "a cudaMalloc'd segment where the replay still held an empty reservation the real allocator had released"},
 		{"runtime settings", allocator.V2_3, 16, "a predicted call that failed on a taken address left the state unforced"},
+		{"runtime settings", allocator.V2_2, 39, "a recorded allocation inside a block the replay handed out whole (split under expandable_segments switched on and off between two new segments): seen only at the end, so the block was not cut back mid-trace"},
+		{"runtime settings", allocator.V2_2, 92, "as 2.2 seed 39"},
+		{"runtime settings", allocator.V2_1, 145, "as 2.2 seed 39"},
+		{"runtime settings", allocator.V2_5, 84, "as 2.2 seed 39"},
 	} {
 		for _, s := range rtSettings {
 			if s.name != c.setting {

@@ -1075,8 +1075,14 @@ func (r *Replay) followMalloc(i, j int) {
 	e := r.trace[j]
 	isAlloc := e.Action == snapshot.ActionAlloc
 	shown := r.toggled && r.followSetting(i, j)
-	if r.toggled && isAlloc && !r.a.Allocated(e.Addr) {
-		r.splitInside(e.Addr)
+	if isAlloc && !r.a.Allocated(e.Addr) && (r.toggled || r.mayToggle()) && r.splitInside(e.Addr) && !r.toggled {
+		// A recorded allocation inside a live block: the real allocator
+		// split a block the replay, under the setting the segments show,
+		// handed out whole. Only expandable_segments switched on and
+		// off again between two new segments does that (should_split:
+		// a remainder of 512 B to 1 MiB), so this is the switch's
+		// evidence, met mid-trace.
+		r.toggled = true
 	}
 	// The common cases are predicted without trying the call on a copy.
 	if isAlloc {

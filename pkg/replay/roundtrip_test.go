@@ -31,6 +31,7 @@ import (
 var (
 	roundTripRuns  = flag.Int("roundtrip.runs", 0, "round-trip runs per setting and version (0: MEMSTAT_FIDELITY_RUNS, else 2; 1 in -short)")
 	roundTripTable = flag.Bool("roundtrip.table", false, "print the round-trip fidelity table")
+	roundTripOnly  = flag.String("roundtrip.setting", "", "run only the setting of this name (e.g. 'runtime settings')")
 )
 
 // rtSetting is one allocator setting the harness records under.
@@ -493,7 +494,16 @@ func TestRoundTrip(t *testing.T) {
 	ops := 250
 	type cell struct{ runs, exact, unseen, drift int }
 	table := make(map[string]map[allocator.Version]*cell)
+	var settings []rtSetting
 	for _, set := range rtSettings {
+		if *roundTripOnly == "" || set.name == *roundTripOnly {
+			settings = append(settings, set)
+		}
+	}
+	if len(settings) == 0 {
+		t.Fatalf("-roundtrip.setting=%q: no such setting", *roundTripOnly)
+	}
+	for _, set := range settings {
 		table[set.name] = make(map[allocator.Version]*cell)
 		for _, v := range rtVersions {
 			c := &cell{}
@@ -545,7 +555,7 @@ func TestRoundTrip(t *testing.T) {
 		b.WriteString("---:|")
 	}
 	b.WriteString("\n")
-	for _, set := range rtSettings {
+	for _, set := range settings {
 		fmt.Fprintf(&b, "| %s |", set.name)
 		for _, v := range rtVersions {
 			c := table[set.name][v]
