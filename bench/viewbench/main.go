@@ -31,17 +31,21 @@ type result struct {
 	FirstPageCPUS float64 `json:"first_page_cpu_s"`
 	// FirstPageRSSKB is the server's peak RSS once the first page is
 	// served; PeakRSSKB the peak at the end (after the states too).
-	FirstPageRSSKB int64   `json:"first_page_rss_kb"`
-	URLS           float64 `json:"url_s"`
-	Entries        int     `json:"entries"`
-	Requests       int     `json:"zoom_pan_requests"`
-	MedianMS       float64 `json:"zoom_pan_median_ms"`
-	P90MS          float64 `json:"zoom_pan_p90_ms"`
-	MaxMS          float64 `json:"zoom_pan_max_ms"`
-	FirstGroupMS   float64 `json:"first_group_by_ms"`
-	StateMS        float64 `json:"state_at_peak_ms"`
-	StepMS         float64 `json:"state_next_entry_ms"`
-	PeakRSSKB      int64   `json:"peak_rss_kb"`
+	FirstPageRSSKB int64 `json:"first_page_rss_kb"`
+	// ServingRSSKB is the server's resident set (VmRSS) once the first
+	// page is served: what it holds while it serves, without the
+	// load's and the build's peak.
+	ServingRSSKB int64   `json:"serving_rss_kb"`
+	URLS         float64 `json:"url_s"`
+	Entries      int     `json:"entries"`
+	Requests     int     `json:"zoom_pan_requests"`
+	MedianMS     float64 `json:"zoom_pan_median_ms"`
+	P90MS        float64 `json:"zoom_pan_p90_ms"`
+	MaxMS        float64 `json:"zoom_pan_max_ms"`
+	FirstGroupMS float64 `json:"first_group_by_ms"`
+	StateMS      float64 `json:"state_at_peak_ms"`
+	StepMS       float64 `json:"state_next_entry_ms"`
+	PeakRSSKB    int64   `json:"peak_rss_kb"`
 	// JSHeapMB is the page's largest JavaScript heap (Chromium's
 	// Performance.getMetrics JSHeapUsedSize) over the first picture and
 	// the zooms and pans of the browser pass; -1 without -chromium.
@@ -145,6 +149,7 @@ func run(bin, file string, n, width int, chromium string) error {
 	res.FirstPageS = time.Since(start).Seconds()
 	res.FirstPageCPUS = cpuSeconds(cmd.Process.Pid)
 	res.FirstPageRSSKB = vmHWM(cmd.Process.Pid)
+	res.ServingRSSKB = procStatus(cmd.Process.Pid, "VmRSS:")
 	res.WindowBytesKB = float64(len(b)) / 1024
 	res.Entries = ov.Entries
 
@@ -219,13 +224,16 @@ func cpuSeconds(pid int) float64 {
 }
 
 // vmHWM is a process's peak resident set (kB), from /proc.
-func vmHWM(pid int) int64 {
+func vmHWM(pid int) int64 { return procStatus(pid, "VmHWM:") }
+
+// procStatus is one kB figure of a process's /proc status.
+func procStatus(pid int, key string) int64 {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return -1
 	}
 	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, "VmHWM:"); ok {
+		if v, ok := strings.CutPrefix(l, key); ok {
 			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
 			return kb
 		}

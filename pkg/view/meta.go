@@ -106,8 +106,8 @@ func (m *Model) Marks() Marks {
 	rp := m.Replayed
 	res := rp.Result
 	mk := Marks{
-		PeakAllocated:  rp.MomentAt(res.PeakAllocated.Index),
-		PeakReserved:   rp.MomentAt(res.PeakReserved.Index),
+		PeakAllocated:  m.MomentAt(res.PeakAllocated.Index),
+		PeakReserved:   m.MomentAt(res.PeakReserved.Index),
 		PeakAllocation: -1,
 		OOMs:           []OOM{},
 	}
@@ -120,7 +120,7 @@ func (m *Model) Marks() Marks {
 	}
 	for i, e := range rp.Trace() {
 		if e.Action == snapshot.ActionOOM {
-			mk.OOMs = append(mk.OOMs, OOM{Moment: rp.MomentAt(i), Requested: e.Size, DeviceFree: e.DeviceFree()})
+			mk.OOMs = append(mk.OOMs, OOM{Moment: m.MomentAt(i), Requested: e.Size, DeviceFree: e.DeviceFree()})
 		}
 	}
 	return mk
@@ -153,7 +153,7 @@ func (m *Model) Events(from, n int) []Event {
 	for i := from; i < to; i++ {
 		e := trace[i]
 		ev := Event{Index: i, Action: e.Action.String(), Address: e.Addr, Size: e.Size, Stream: rp.Snap.Stream(&e),
-			Allocation: -1, Allocated: rp.Allocated[i], Reserved: rp.Reserved[i]}
+			Allocation: -1, Allocated: m.alloc.at(i), Reserved: m.resv.at(i)}
 		if e.TimeUS != 0 && first != 0 {
 			ev.Seconds = float64(e.TimeUS-first) / 1e6
 		}
@@ -196,7 +196,7 @@ type State struct {
 // StateOf shapes a captured state for the view.
 func (m *Model) StateOf(st *analysis.State) *State {
 	infos := analysis.MapSegments(st, m.Frames, analysis.SegmentFilter{}, analysis.SortByAddress)
-	out := &State{Moment: m.Replayed.MomentAt(st.Index), Total: analysis.SumSegments(infos)}
+	out := &State{Moment: m.MomentAt(st.Index), Total: analysis.SumSegments(infos)}
 	out.Moment.Allocated, out.Moment.Reserved = out.Total.Allocated, out.Total.Size
 	for _, si := range infos {
 		seg := StateSegment{SegmentInfo: si}

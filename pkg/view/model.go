@@ -64,6 +64,10 @@ type Model struct {
 	// reserved any.
 	PrivateReserved []int64
 
+	// alloc and resv are allocated and reserved memory after each entry
+	// (the replay's Allocated and Reserved, compact; see Trim).
+	alloc, resv figures
+
 	groups    map[analysis.GroupBy]*grouping
 	beforeIdx map[uint64]int
 }
@@ -194,8 +198,37 @@ func BuildObserved(s *snapshot.Snapshot, device int, fr *analysis.Frames, also f
 			m.End[k] = e
 		}
 	}
+	m.alloc, m.resv = newFigures(rp.Allocated), newFigures(rp.Reserved)
 	return m, nil
 }
+
+// Trim lets go of the replay's own per-entry figures (Replayed.Allocated
+// and Reserved, 16 bytes an entry), which the model keeps in its compact
+// form: for a server that holds the model for hours. After Trim, use the
+// model's MomentAt, not the Replayed's, and no analysis that reads the
+// figures (FindPeak); StateCursor is fine.
+func (m *Model) Trim() {
+	m.Replayed.Allocated, m.Replayed.Reserved = nil, nil
+}
+
+// MomentAt describes the moment after entry i (-1: before the first), as
+// Replayed.MomentAt does, also after Trim.
+func (m *Model) MomentAt(i int) analysis.Moment {
+	mo := m.Replayed.MomentAt(i)
+	if i >= 0 && i < m.Entries() {
+		mo.Allocated, mo.Reserved = m.alloc.at(i), m.resv.at(i)
+	} else {
+		mo.Allocated, mo.Reserved = m.Replayed.StartAllocated, m.Replayed.StartReserved
+	}
+	return mo
+}
+
+// AllocatedAfter and ReservedAfter are allocated and reserved memory
+// after entry i.
+func (m *Model) AllocatedAfter(i int) int64 { return m.alloc.at(i) }
+
+// ReservedAfter: see AllocatedAfter.
+func (m *Model) ReservedAfter(i int) int64 { return m.resv.at(i) }
 
 func isSegmentEvent(a snapshot.Action) bool {
 	switch a {
@@ -206,7 +239,7 @@ func isSegmentEvent(a snapshot.Action) bool {
 }
 
 // Entries is the length of the trace.
-func (m *Model) Entries() int { return len(m.Replayed.Allocated) }
+func (m *Model) Entries() int { return m.alloc.len() }
 
 // LiveAt reports whether interval k is allocated after entry i.
 func (m *Model) LiveAt(k int, i int) bool {

@@ -2,6 +2,7 @@ package view
 
 import (
 	"path/filepath"
+	"reflect"
 	goruntime "runtime"
 	"slices"
 	"sort"
@@ -38,6 +39,12 @@ func checkIntervals(t *testing.T, m *Model) {
 		if got, want := m.AllocatedAt(i), m.Replayed.Allocated[i]; got != want && bad < 5 {
 			bad++
 			t.Errorf("after entry %d (%s): the intervals add up to %d, allocated is %d", i, m.Replayed.Trace()[i].Action, got, want)
+		}
+	}
+	// The model's compact figures are the replay's, at every entry.
+	for i := range n {
+		if a, r := m.AllocatedAfter(i), m.ReservedAfter(i); a != m.Replayed.Allocated[i] || r != m.Replayed.Reserved[i] {
+			t.Fatalf("after entry %d: the model keeps %d allocated, %d reserved; the replay has %d, %d", i, a, r, m.Replayed.Allocated[i], m.Replayed.Reserved[i])
 		}
 	}
 }
@@ -222,6 +229,71 @@ func TestStatesMatchSegments(t *testing.T) {
 	m := build(t, fx.Snapshot, 0)
 	n := m.Entries()
 	checkStates(t, m, []int{fx.PeakIndex, fx.PeakIndex + 1, fx.PeakIndex + 2, 0, n / 2, n - 1, 3})
+}
+
+func TestFigures(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		v     []int64
+		units bool
+		shift uint8
+	}{
+		{"blocks", []int64{0, 512, 2 << 20, 20 << 20, 1 << 40}, true, 9},
+		{"odd sizes", []int64{0, 512, 700, 1 << 30}, true, 2},
+		{"a byte", []int64{1, 2, 3}, true, 0},
+		{"zeros", []int64{0, 0}, true, 9},
+		{"2 TiB", []int64{512, 1 << 41}, false, 0},
+		{"just under 2 TiB", []int64{512, 1<<41 - 512}, true, 9},
+		{"negative", []int64{512, -512}, false, 0},
+	} {
+		f := newFigures(tc.v)
+		if (f.units != nil) != tc.units || f.shift != tc.shift || f.len() != len(tc.v) {
+			t.Errorf("%s: units %v shift %d len %d, want units %v shift %d", tc.name, f.units != nil, f.shift, f.len(), tc.units, tc.shift)
+		}
+		for i, x := range tc.v {
+			if f.at(i) != x {
+				t.Errorf("%s: entry %d reads %d, want %d", tc.name, i, f.at(i), x)
+			}
+		}
+	}
+}
+
+// TestTrim: once the model lets go of the replay's figures, everything
+// the server sends is what it was.
+func TestTrim(t *testing.T) {
+	fx := testsnap.Build(t)
+	m := build(t, fx.Snapshot, 0)
+	n := m.Entries()
+	ask := func() []any {
+		var out []any
+		for _, req := range []Request{{To: -1, Width: 50, Top: 5}, {From: 3, To: n / 2, Width: 7, By: analysis.ByStack, Top: 2}} {
+			w, err := m.Window(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, w)
+		}
+		cur := m.Replayed.NewStateCursor()
+		for _, i := range []int{-1, fx.PeakIndex, n - 1} {
+			st, err := cur.At(i)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, m.StateOf(st), m.MomentAt(i))
+		}
+		return append(out, m.Marks(), m.Events(0, n), m.Describe(0))
+	}
+	before := ask()
+	m.Trim()
+	if m.Replayed.Allocated != nil {
+		t.Fatal("Trim kept the replay's figures")
+	}
+	after := ask()
+	for k := range before {
+		if !reflect.DeepEqual(before[k], after[k]) {
+			t.Errorf("answer %d changed with Trim:\n%+v\n%+v", k, before[k], after[k])
+		}
+	}
 }
 
 func TestRecorded(t *testing.T) {

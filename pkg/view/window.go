@@ -264,7 +264,6 @@ func prefix(d []int64) []int64 {
 
 // columns fills the per-column summary of w.
 func (m *Model) columns(w *Window, width int) {
-	rp := m.Replayed
 	n := w.To - w.From + 1
 	w.First = make([]int, width)
 	w.Sample = make([]int, width)
@@ -277,18 +276,10 @@ func (m *Model) columns(w *Window, width int) {
 		lo := w.From + int(int64(c)*int64(n)/int64(width))
 		hi := w.From + int(int64(c+1)*int64(n)/int64(width)) - 1
 		w.First[c] = lo
-		best, amin, rmax := lo, rp.Allocated[lo], rp.Reserved[lo]
-		for i := lo + 1; i <= hi; i++ {
-			a := rp.Allocated[i]
-			if a > rp.Allocated[best] {
-				best = i
-			}
-			amin = min(amin, a)
-			rmax = max(rmax, rp.Reserved[i])
-		}
+		best, amin, rmax := columnOf(&m.alloc, &m.resv, lo, hi)
 		w.Sample[c] = best
-		w.AllocMin[c], w.AllocMax[c] = amin, rp.Allocated[best]
-		w.Allocated[c], w.Reserved[c] = rp.Allocated[best], rp.Reserved[best]
+		w.AllocMin[c], w.AllocMax[c] = amin, m.alloc.at(best)
+		w.Allocated[c], w.Reserved[c] = w.AllocMax[c], m.resv.at(best)
 		w.ReservedMax[c] = rmax
 		w.YMax = max(w.YMax, rmax, w.AllocMax[c])
 		if pr := m.PrivateReserved; pr != nil {

@@ -13,6 +13,8 @@ import (
 	"os/exec"
 	"os/signal"
 	"runtime"
+	"runtime/debug"
+	"runtime/metrics"
 	"strconv"
 	"syscall"
 	"time"
@@ -132,10 +134,16 @@ func runView(opts *Options) error {
 		return fmt.Errorf("%s: no device has a trace: there is no history to view (memstat segments shows the final state)", opts.File)
 	}
 	srv.First = first
-	command.LimitHeapTo(heapNeed(snap, first))
+	// The heap limit follows what is live: the snapshot, plus what the
+	// build adds while it replays; then, once the model is built and the
+	// build's garbage returned to the system, what the server holds plus
+	// room for a request. Go's default lets the heap grow to twice what is
+	// live between collections, and a server runs for hours.
+	command.LimitHeapTo(footprint() + buildNeed(snap, first))
 	if _, err := srv.Model(first); err != nil {
 		return fmt.Errorf("%s: %w", opts.File, err)
 	}
+	command.LimitHeapTo(serveLimit(footprint()))
 	ln, err := Listen(opts.Port)
 	if err != nil {
 		return fmt.Errorf("--port %d: %w", opts.Port, err)
@@ -179,33 +187,46 @@ func runView(opts *Options) error {
 	return nil
 }
 
-// What the server holds while it builds a device's index and after:
-// per trace entry, the snapshot's entry and its replay (as
-// parallel.HeapLimit counts them), the allocated and reserved bytes after
-// it and the interval of an allocation; per block of the final segments,
-// its snapshot and simulator blocks and its interval, and the blocks of
-// the second simulator that replays to the state asked for. The limit is a
-// tenth more, at least minViewHeap: a server runs for hours, and Go's
-// default of twice the live heap between collections would hold about
-// twice the index for nothing.
+// What a device's build adds to the loaded snapshot while it replays:
+// per trace entry, the replay's allocated and reserved figures (16 B) and
+// the model's compact copy (8 B); per block of the final segments, the
+// simulator's block and its share of the free sets. The intervals and the
+// replay's address table fit in the tenth more (measured on a 1.75M-event
+// recording and on torch-100MB: the build peaks 46 and 42 MB over the
+// loaded snapshot). The limit is soft: a build that needs more collects
+// more often, and never fails.
 const (
-	viewHeapPerEntry = 48 + 16 + 24
-	viewHeapPerBlock = 2*216 + 56
-	minViewHeap      = 64 << 20
+	buildHeapPerEntry = 16 + 8
+	buildHeapPerBlock = 216 + 56
+	// minServeRoom is the least room over what the server holds: a
+	// window or an event list is a few hundred kilobytes.
+	minServeRoom = 16 << 20
 )
 
-// heapNeed is the heap limit for serving the device first.
-func heapNeed(s *snapshot.Snapshot, device int) int64 {
+// buildNeed is what building device's model adds to the heap.
+func buildNeed(s *snapshot.Snapshot, device int) int64 {
 	blocks := 0
-	for i := range s.Segments {
-		blocks += len(s.Segments[i].Blocks)
+	for _, seg := range s.DeviceSegments(device) {
+		blocks += len(seg.Blocks)
 	}
-	entries := 0
-	for _, tr := range s.Traces {
-		entries += len(tr)
-	}
-	n := int64(entries)*viewHeapPerEntry + int64(blocks)*viewHeapPerBlock
-	return max(n+n/10, minViewHeap)
+	n := int64(len(s.Trace(device)))*buildHeapPerEntry + int64(blocks)*buildHeapPerBlock
+	return n + n/4 + minServeRoom
+}
+
+// serveLimit is the heap limit of a server holding live bytes: an eighth
+// more, at least minServeRoom. A state request replays the trace again
+// (a second simulator) and may pass it for a moment; the limit is soft.
+func serveLimit(live int64) int64 { return live + max(live/8, minServeRoom) }
+
+// footprint is the memory the Go runtime holds from the system, as the
+// soft limit counts it (runtime/debug.SetMemoryLimit: every class but
+// the heap returned to the system), once a collection has returned the
+// garbage.
+func footprint() int64 {
+	debug.FreeOSMemory()
+	ms := []metrics.Sample{{Name: "/memory/classes/total:bytes"}, {Name: "/memory/classes/heap/released:bytes"}}
+	metrics.Read(ms)
+	return int64(ms[0].Value.Uint64()) - int64(ms[1].Value.Uint64())
 }
 
 // openBrowser asks the desktop to open the URL; without one (a server, a

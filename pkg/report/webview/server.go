@@ -196,6 +196,7 @@ func (s *Server) modelOf(device int) (*view.Model, error) {
 	if err != nil {
 		return nil, err
 	}
+	m.Trim() // the server holds the model for hours
 	s.model, s.device = m, device
 	if s.config == nil {
 		s.config = map[int]string{}
