@@ -273,10 +273,25 @@ func privateReserved(a *allocator.Allocator) int64 {
 
 type quantity struct {
 	key, name string
-	// get reads the quantity from the stats; nil for PrivateKey, which
-	// the allocator keeps apart (PrivatePoolStats).
-	get func(st *allocator.Stats) int64
+	// at is the quantity's index in the figures Observe reads after each
+	// entry (nowAllocated...); nowPrivate for PrivateKey, which the
+	// allocator keeps apart (PrivatePoolStats).
+	at int
 }
+
+// The figures Observe reads after each entry, by index (quantity.at):
+// current allocated, reserved and active bytes of every pool.
+const (
+	nowAllocated = iota
+	nowReserved
+	nowActive
+	nowAllocatedLarge
+	nowReservedLarge
+	nowAllocatedSmall
+	nowReservedSmall
+	nowPrivate
+	nowFigures
+)
 
 // PrivateKey is the key of the series of memory reserved in private
 // pools (CUDA graphs, torch.cuda.MemPool).
@@ -307,19 +322,19 @@ func NewBuilder(s *snapshot.Snapshot, o Options) (*Builder, error) {
 	half := (limit - 2) / 2
 	bucket := max(1, (to-from+1+half-1)/half)
 	qs := []quantity{
-		{"allocated", "allocated", func(st *allocator.Stats) int64 { return st.AllocatedBytes[allocator.PoolAll].Current }},
-		{"reserved", "reserved", func(st *allocator.Stats) int64 { return st.ReservedBytes[allocator.PoolAll].Current }},
-		{"active", "active", func(st *allocator.Stats) int64 { return st.ActiveBytes[allocator.PoolAll].Current }},
+		{"allocated", "allocated", nowAllocated},
+		{"reserved", "reserved", nowReserved},
+		{"active", "active", nowActive},
 		// Kept only when it is ever nonzero (Finish): files without
 		// private pools draw as before.
-		{PrivateKey, "reserved in private pools", nil},
+		{PrivateKey, "reserved in private pools", nowPrivate},
 	}
 	if o.Pools {
 		qs = append(qs,
-			quantity{"allocated_large", "allocated, large pool", func(st *allocator.Stats) int64 { return st.AllocatedBytes[allocator.PoolLarge].Current }},
-			quantity{"allocated_small", "allocated, small pool", func(st *allocator.Stats) int64 { return st.AllocatedBytes[allocator.PoolSmall].Current }},
-			quantity{"reserved_large", "reserved, large pool", func(st *allocator.Stats) int64 { return st.ReservedBytes[allocator.PoolLarge].Current }},
-			quantity{"reserved_small", "reserved, small pool", func(st *allocator.Stats) int64 { return st.ReservedBytes[allocator.PoolSmall].Current }},
+			quantity{"allocated_large", "allocated, large pool", nowAllocatedLarge},
+			quantity{"allocated_small", "allocated, small pool", nowAllocatedSmall},
+			quantity{"reserved_large", "reserved, large pool", nowReservedLarge},
+			quantity{"reserved_small", "reserved, small pool", nowReservedSmall},
 		)
 	}
 	b := &Builder{s: s, o: o, t: t, qs: qs, decs: make([]decimator, len(qs))}
@@ -350,17 +365,21 @@ func (b *Builder) Observe(i int, e snapshot.TraceEntry, a *allocator.Allocator) 
 	if i < t.From || i > t.To {
 		return
 	}
-	st := a.Stats()
-	for k, q := range b.qs {
-		var v int64
-		if q.get != nil {
-			v = q.get(&st)
-		} else if v = privateReserved(a); v != 0 {
-			b.private = true
-		}
-		b.decs[k].add(Point{Index: i, X: x, Bytes: v})
+	// The figures by index, not a Stats copy: Observe runs after every
+	// entry, and a copy per entry was most of report's allocation.
+	var now [nowFigures]int64
+	now[nowAllocated], now[nowReserved], now[nowActive] = a.BytesNow(allocator.PoolAll)
+	if b.o.Pools {
+		now[nowAllocatedLarge], now[nowReservedLarge], _ = a.BytesNow(allocator.PoolLarge)
+		now[nowAllocatedSmall], now[nowReservedSmall], _ = a.BytesNow(allocator.PoolSmall)
 	}
-	alloc, res := st.AllocatedBytes[allocator.PoolAll].Current, st.ReservedBytes[allocator.PoolAll].Current
+	if now[nowPrivate] = privateReserved(a); now[nowPrivate] != 0 {
+		b.private = true
+	}
+	for k, q := range b.qs {
+		b.decs[k].add(Point{Index: i, X: x, Bytes: now[q.at]})
+	}
+	alloc, res := now[nowAllocated], now[nowReserved]
 	// The segment events of an allocation come before its alloc entry
 	// and see the state after it; the peak belongs to the alloc (as in
 	// the replay's result).
