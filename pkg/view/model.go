@@ -87,13 +87,15 @@ func (m *Model) Len() int { return len(m.Start) }
 
 // Build replays one device in follow mode and collects its intervals.
 func Build(s *snapshot.Snapshot, device int, fr *analysis.Frames) (*Model, error) {
-	return BuildObserved(s, device, fr, nil)
+	return BuildObserved(s, device, fr, analysis.Want{}, nil)
 }
 
 // BuildObserved is Build with another observer of the same replay (called
 // after every entry, as replay.Options.OnEvent is), for callers
-// that sample it too (the report's timeline).
-func BuildObserved(s *snapshot.Snapshot, device int, fr *analysis.Frames, also func(i int, e snapshot.TraceEntry, a *allocator.Allocator)) (*Model, error) {
+// that sample it too (the report's timeline), capturing the states want
+// names during that replay (analysis.ReplayFor): the report's peak and
+// ooms without a second replay up to them.
+func BuildObserved(s *snapshot.Snapshot, device int, fr *analysis.Frames, want analysis.Want, also func(i int, e snapshot.TraceEntry, a *allocator.Allocator)) (*Model, error) {
 	trace := s.Trace(device)
 	if len(trace) == 0 {
 		return nil, fmt.Errorf("device %d has no trace: there is no history to show", device)
@@ -174,7 +176,7 @@ func BuildObserved(s *snapshot.Snapshot, device int, fr *analysis.Frames, also f
 			}
 		}
 	}
-	rp, err := analysis.ReplayObserved(s, device, start, each)
+	rp, err := analysis.ReplayObservedFor(s, device, want, start, each)
 	if err != nil {
 		return nil, err
 	}

@@ -142,7 +142,7 @@ func runPlot(opts *Options) error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", opts.File, err)
 		}
-		m, err := view.BuildObserved(snap, device, analysis.NewFrames(snap.Stacks, false), b.Observe)
+		m, err := view.BuildObserved(snap, device, analysis.NewFrames(snap.Stacks, false), analysis.Want{}, b.Observe)
 		if err != nil {
 			return fmt.Errorf("%s: %w", opts.File, err)
 		}

@@ -158,15 +158,17 @@ func device(snap *snapshot.Snapshot, d int, opts *Options) (htmlreport.Device, *
 	var rp *analysis.Replayed
 	var m *view.Model
 	var err error
+	// The states reportStates asks for, captured during the same replay.
+	want := analysis.Want{PeakAllocated: true, OOMs: true}
 	if len(snap.Trace(d)) > 0 {
 		if tl, tlErr = timeline.NewBuilder(snap, timeline.Options{Device: d}); tlErr == nil {
 			each = tl.Observe
 		}
-		if m, err = view.BuildObserved(snap, d, fr, each); err != nil {
+		if m, err = view.BuildObserved(snap, d, fr, want, each); err != nil {
 			return dev, nil, err
 		}
 		rp = m.Replayed
-	} else if rp, err = analysis.ReplayObservedFor(snap, d, analysis.Want{PeakAllocated: true, OOMs: true}, nil, each); err != nil {
+	} else if rp, err = analysis.ReplayObservedFor(snap, d, want, nil, each); err != nil {
 		return dev, nil, err
 	}
 	res := rp.Result
