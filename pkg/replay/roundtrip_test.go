@@ -492,7 +492,7 @@ func roundTripRunCount(t *testing.T) int {
 func TestRoundTrip(t *testing.T) {
 	runs := roundTripRunCount(t)
 	ops := 250
-	type cell struct{ runs, exact, unseen, drift int }
+	type cell struct{ runs, exact, unseen, drift, detected int }
 	table := make(map[string]map[allocator.Version]*cell)
 	var settings []rtSetting
 	for _, set := range rtSettings {
@@ -515,6 +515,9 @@ func TestRoundTrip(t *testing.T) {
 					break
 				}
 				c.runs++
+				if o.detected {
+					c.detected++
+				}
 				if !set.runtime && o.detected {
 					// A switch claimed where none happened turns exact
 					// figures into bounds for nothing.
@@ -577,4 +580,14 @@ func TestRoundTrip(t *testing.T) {
 		b.WriteString("\n")
 	}
 	fmt.Printf("Round trips per setting and PyTorch release: the share with every exact figure equal to the simulator's, every bound holding its value and every placement in the replayed state (unseen: failed runs whose runtime settings change left no evidence in the recording).\n\n%s", b.String())
+	for _, set := range settings {
+		if !set.runtime {
+			continue
+		}
+		var runs, detected, unseen, exact int
+		for _, c := range table[set.name] {
+			runs, detected, unseen, exact = runs+c.runs, detected+c.detected, unseen+c.unseen, exact+c.exact
+		}
+		fmt.Printf("\n%s: %d runs, %d passed; the replay found the switch in %d; %d failed without evidence of it (unseen).\n", set.name, runs, exact, detected, unseen)
+	}
 }
