@@ -184,6 +184,17 @@ func (q *TraceQuery) match(i int, e *snapshot.TraceEntry, first int64) bool {
 type names struct {
 	free []int // a min-heap
 	next int
+	// texts[k] is AllocName(k), made once: names are reused, and a
+	// listing names every allocation.
+	texts []string
+}
+
+// text is AllocName(k).
+func (n *names) text(k int) string {
+	for len(n.texts) <= k {
+		n.texts = append(n.texts, AllocName(len(n.texts)))
+	}
+	return n.texts[k]
 }
 
 func (n *names) take() int {
@@ -273,8 +284,9 @@ type TraceWalk struct {
 	snap  *snapshot.Snapshot
 	dev   int
 	first int64
-	// onEvent is what Run does after each entry.
+	// onEvent is what Run does after each entry, given entry.
 	onEvent func(i int, e *snapshot.TraceEntry, a *allocator.Allocator)
+	entry   snapshot.TraceEntry
 }
 
 // BeginTrace prepares the walk of device's trace: it rebuilds the state
@@ -288,7 +300,9 @@ func BeginTrace(s *snapshot.Snapshot, device int) (*TraceWalk, error) {
 	var err error
 	w.r, err = replay.New(s, replay.Options{Device: device, OnEvent: func(i int, e snapshot.TraceEntry, a *allocator.Allocator) {
 		if w.onEvent != nil {
-			w.onEvent(i, &e, a)
+			// A copy in w, not &e: e would move to the heap every entry.
+			w.entry = e
+			w.onEvent(i, &w.entry, a)
 		}
 	}})
 	if err != nil {
@@ -394,7 +408,7 @@ func (w *TraceWalk) Run(fr *Frames, q TraceQuery, emit func(*TraceEvent) error) 
 				nm.give(old.name)
 			}
 			blocks[e.Addr] = l
-			ev.Name = AllocName(l.name)
+			ev.Name = nm.text(l.name)
 			ev.Segment, ev.Offset, ev.Located = l.seg, l.off, l.ok
 		case snapshot.ActionFreeRequested, snapshot.ActionFreeCompleted, snapshot.ActionFree:
 			l, ok := blocks[e.Addr]
@@ -407,7 +421,7 @@ func (w *TraceWalk) Run(fr *Frames, q TraceQuery, emit func(*TraceEvent) error) 
 				blocks[e.Addr] = l
 			}
 			if l.named {
-				ev.Name = AllocName(l.name)
+				ev.Name = nm.text(l.name)
 			}
 			ev.Segment, ev.Offset, ev.Located = l.seg, l.off, l.ok
 			if e.Stack == snapshot.NoStack && l.stack != snapshot.NoStack {

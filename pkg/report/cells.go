@@ -16,10 +16,23 @@ func Stream(s int64) Cell {
 	return Cell{Raw: s, Text: "0x" + strconv.FormatUint(uint64(s), 16)}
 }
 
+// AppendStream appends Stream(s)'s text to b.
+func AppendStream(b []byte, s int64) []byte {
+	if s == 0 {
+		return append(b, '0')
+	}
+	return strconv.AppendUint(append(b, "0x"...), uint64(s), 16)
+}
+
 // Seconds formats a time since the first trace entry: "+1.234567s".
 func Seconds(f float64) string {
 	var b [32]byte
-	return string(append(strconv.AppendFloat(append(b[:0], '+'), f, 'f', 6, 64), 's'))
+	return string(AppendSeconds(b[:0], f))
+}
+
+// AppendSeconds appends Seconds(f) to b.
+func AppendSeconds(b []byte, f float64) []byte {
+	return append(strconv.AppendFloat(append(b, '+'), f, 'f', 6, 64), 's')
 }
 
 // Delta is a signed change of a count ("+3", "-1", "0").

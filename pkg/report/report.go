@@ -35,25 +35,31 @@ func WriteJSON(w io.Writer, v any) error {
 // Size formats a byte count the way PyTorch's tools print sizes in text:
 // "512 B", "1.5 KiB", "20.0 MiB", "1.5 GiB". Negative sizes keep their sign.
 func Size(n int64) string {
+	var b [32]byte
+	return string(AppendSize(b[:0], n))
+}
+
+// AppendSize appends Size(n) to b: for listings that format a size per
+// line into one buffer instead of a string each.
+func AppendSize(b []byte, n int64) []byte {
 	if n < 0 {
 		if n == math.MinInt64 {
-			return "-8.0 EiB"
+			return append(b, "-8.0 EiB"...)
 		}
-		return "-" + Size(-n)
+		return AppendSize(append(b, '-'), -n)
 	}
 	if n < 1024 {
-		return strconv.FormatInt(n, 10) + " B"
+		return append(strconv.AppendInt(b, n, 10), " B"...)
 	}
 	// strconv, not fmt: a trace listing formats two sizes a line.
 	f := float64(n) / 1024
 	for i, u := range printUnits {
 		if f < 1024 || i == len(printUnits)-1 {
-			var b [32]byte
-			return string(append(append(strconv.AppendFloat(b[:0], f, 'f', 1, 64), ' '), u...))
+			return append(append(strconv.AppendFloat(b, f, 'f', 1, 64), ' '), u...)
 		}
 		f /= 1024
 	}
-	return ""
+	return b
 }
 
 var printUnits = [...]string{"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"}

@@ -113,7 +113,28 @@ func (t *TableStream) start() {
 	t.held = nil
 }
 
-func (t *TableStream) writeRow(cells []string) {
+// RowBytes is Row with the cells as bytes, for listings that format every
+// row into one reused buffer (a trace of millions of entries): once the
+// columns are sized, a row of printable ASCII cells is written without a
+// string per cell. The cells may be reused once RowBytes returns.
+func (t *TableStream) RowBytes(cells [][]byte) error {
+	if t.err != nil {
+		return t.err
+	}
+	if !t.started {
+		row := make([]string, len(cells))
+		for i, c := range cells {
+			row[i] = string(c)
+		}
+		return t.Row(row)
+	}
+	writeRowOf(t, cells)
+	return t.err
+}
+
+func (t *TableStream) writeRow(cells []string) { writeRowOf(t, cells) }
+
+func writeRowOf[S ~string | ~[]byte](t *TableStream, cells []S) {
 	if t.err != nil {
 		return
 	}
@@ -121,29 +142,16 @@ func (t *TableStream) writeRow(cells []string) {
 	if t.markdown {
 		b = append(b, '|')
 	}
-	for i, c := range t.cols {
-		s := ""
+	for i := range t.cols {
+		var s S
 		if i < len(cells) {
-			s = Escape(cells[i]) // newlines too: one row, one line
+			s = cells[i]
 		}
-		pad := t.widths[i] - width(s)
-		if t.markdown {
-			b = append(b, ' ')
-		}
-		if c.Align == Right {
-			b = appendRepeat(b, ' ', pad)
-			b = append(b, s...)
+		if printableASCII(s) {
+			b = appendCellOf(t, b, i, s, len(s))
 		} else {
-			b = append(b, s...)
-			if t.markdown || i < len(t.cols)-1 {
-				b = appendRepeat(b, ' ', pad)
-			}
-		}
-		switch {
-		case t.markdown:
-			b = append(b, " |"...)
-		case i < len(t.cols)-1:
-			b = append(b, "  "...)
+			e := Escape(string(s)) // newlines too: one row, one line
+			b = appendCellOf(t, b, i, e, width(e))
 		}
 	}
 	if !t.markdown {
@@ -154,6 +162,43 @@ func (t *TableStream) writeRow(cells []string) {
 	}
 	t.line = append(b, '\n')
 	t.write()
+}
+
+// appendCellOf appends column i's cell s (w columns wide, escaped), padded
+// and separated.
+func appendCellOf[S ~string | ~[]byte](t *TableStream, b []byte, i int, s S, w int) []byte {
+	c := t.cols[i]
+	pad := t.widths[i] - w
+	if t.markdown {
+		b = append(b, ' ')
+	}
+	if c.Align == Right {
+		b = appendRepeat(b, ' ', pad)
+		b = append(b, s...)
+	} else {
+		b = append(b, s...)
+		if t.markdown || i < len(t.cols)-1 {
+			b = appendRepeat(b, ' ', pad)
+		}
+	}
+	switch {
+	case t.markdown:
+		b = append(b, " |"...)
+	case i < len(t.cols)-1:
+		b = append(b, "  "...)
+	}
+	return b
+}
+
+// printableASCII reports whether s is all printable ASCII: such a cell
+// needs no escaping and is as wide as it is long.
+func printableASCII[S ~string | ~[]byte](s S) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f {
+			return false
+		}
+	}
+	return true
 }
 
 func (t *TableStream) write() {

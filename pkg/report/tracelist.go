@@ -9,18 +9,27 @@ import (
 // Where locates a trace event's block in its segment: "seg
 // 0x7f3a00000000+0x200000", or the device's free memory for an oom.
 func Where(ev analysis.TraceEvent) string {
+	var b [64]byte
+	return string(AppendWhere(b[:0], &ev))
+}
+
+// AppendWhere appends Where(*ev) to b: a trace listing formats one a line.
+func AppendWhere(b []byte, ev *analysis.TraceEvent) []byte {
 	switch {
 	case ev.Action == "oom":
-		return "device free " + Size(ev.DeviceFree)
+		return AppendSize(append(b, "device free "...), ev.DeviceFree)
 	case ev.Action == "snapshot":
-		return "active " + Size(ev.Size)
+		return AppendSize(append(b, "active "...), ev.Size)
 	case !ev.Located:
 		if ev.Addr == 0 {
-			return ""
+			return b
 		}
-		return "0x" + strconv.FormatUint(ev.Addr, 16)
+		return strconv.AppendUint(append(b, "0x"...), ev.Addr, 16)
 	}
-	return "seg 0x" + strconv.FormatUint(ev.Segment, 16) + "+" + hexOffset(ev.Offset)
+	b = strconv.AppendUint(append(b, "seg 0x"...), ev.Segment, 16)
+	// The offset as fmt's "0x%x" writes it ("0x-10" when negative, which
+	// a located block never is).
+	return strconv.AppendInt(append(b, "+0x"...), ev.Offset, 16)
 }
 
 // TraceColumns are the columns of a trace listing: index, time since the
@@ -78,7 +87,3 @@ func TraceTable(events []analysis.TraceEvent, withTime bool) *Table {
 	}
 	return t
 }
-
-// hexOffset is an offset as fmt's "0x%x" writes it ("0x-10" when
-// negative, which a located block never is).
-func hexOffset(n int64) string { return "0x" + strconv.FormatInt(n, 16) }

@@ -277,8 +277,11 @@ type textTrace struct {
 	format   report.Format
 	table    *report.TableStream
 	withTime bool
-	cells    []string
-	frames   map[frameKey]string
+	// line holds a row's cells one after another and cells slices it:
+	// one buffer for every row, not a string per cell.
+	line   []byte
+	cells  [][]byte
+	frames map[frameKey]string
 }
 
 type frameKey struct {
@@ -306,12 +309,7 @@ func (t *textTrace) event(ev *analysis.TraceEvent) error {
 	if t.table == nil {
 		cols := report.TraceColumns(t.withTime)
 		t.table = report.NewTableStream(t.doc.BeginBlock(), t.format, cols, 0)
-		t.cells = make([]string, len(cols))
-	}
-	c := t.cells[:0]
-	c = append(c, strconv.Itoa(ev.Index))
-	if t.withTime {
-		c = append(c, report.Seconds(ev.Seconds))
+		t.cells = make([][]byte, 0, len(cols))
 	}
 	k := frameKey{ev.SiteStack, ev.SiteOfAlloc}
 	frame, ok := t.frames[k]
@@ -319,9 +317,38 @@ func (t *textTrace) event(ev *analysis.TraceEvent) error {
 		frame = report.TraceFrame(ev)
 		t.frames[k] = frame
 	}
-	c = append(c, ev.Action, report.TraceName(ev), report.Size(ev.Size), report.Stream(ev.Stream).Text,
-		report.Where(*ev), report.Size(ev.Allocated), frame)
-	return t.table.Row(c)
+	// The cells' ends in line (line may move as it grows: sliced after).
+	var ends [9]int
+	b, n := t.line[:0], 0
+	cell := func() { ends[n], n = len(b), n+1 }
+	b = strconv.AppendInt(b, int64(ev.Index), 10)
+	cell()
+	if t.withTime {
+		b = report.AppendSeconds(b, ev.Seconds)
+		cell()
+	}
+	b = append(b, ev.Action...)
+	cell()
+	b = append(b, report.TraceName(ev)...)
+	cell()
+	b = report.AppendSize(b, ev.Size)
+	cell()
+	b = report.AppendStream(b, ev.Stream)
+	cell()
+	b = report.AppendWhere(b, ev)
+	cell()
+	b = report.AppendSize(b, ev.Allocated)
+	cell()
+	b = append(b, frame...)
+	cell()
+	t.line = b
+	c, start := t.cells[:0], 0
+	for _, end := range ends[:n] {
+		c = append(c, b[start:end:end])
+		start = end
+	}
+	t.cells = c
+	return t.table.RowBytes(c)
 }
 
 func (t *textTrace) end(sum *analysis.TraceSummary) error {
