@@ -43,8 +43,9 @@ func (m *Model) grouping(by analysis.GroupBy) *grouping {
 		anns = m.annotations()
 	}
 	byStack := map[snapshot.StackID]uint32{}
+	trace := m.reader()
 	for k := range m.Start {
-		stack := m.stackOf(k)
+		stack := m.stackOf(trace, k)
 		before := m.Entry[k] < 0
 		switch by {
 		case ByPool:
@@ -100,7 +101,7 @@ func (m *Model) grouping(by analysis.GroupBy) *grouping {
 func (m *Model) annotations() []string {
 	rp := m.Replayed
 	ph := rp.Phases
-	trace := rp.Trace()
+	trace := m.reader()
 	out := make([]string, m.Len())
 	open := &maxInts{}
 	next := 0
@@ -109,7 +110,7 @@ func (m *Model) annotations() []string {
 		if e < 0 {
 			continue
 		}
-		t := trace[e].TimeUS
+		t := trace.At(int(e)).TimeUS
 		if t == 0 {
 			continue
 		}

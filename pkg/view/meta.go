@@ -2,7 +2,6 @@ package view
 
 import (
 	"cmp"
-	"math"
 	"slices"
 
 	"github.com/memstat/memstat/pkg/analysis"
@@ -25,8 +24,8 @@ type Phase struct {
 // timeline.Lanes' (the plot's), one entry apart.
 func (m *Model) Phases() []Phase {
 	rp := m.Replayed
-	trace := rp.Trace()
-	if len(trace) == 0 || trace[0].TimeUS == 0 || len(rp.Phases) == 0 {
+	trace, n := m.reader(), m.Entries()
+	if n == 0 || m.firstTimeUS() == 0 || len(rp.Phases) == 0 {
 		return nil
 	}
 	// The first entry at or after a time; entries of different threads
@@ -41,7 +40,7 @@ func (m *Model) Phases() []Phase {
 	to := make([]int, len(rp.Phases))
 	var qs []query
 	for k, p := range rp.Phases {
-		to[k] = len(trace) - 1
+		to[k] = n - 1
 		if p.StartUS != 0 {
 			qs = append(qs, query{p.StartUS, &from[k]})
 		}
@@ -51,15 +50,12 @@ func (m *Model) Phases() []Phase {
 	}
 	slices.SortFunc(qs, func(a, b query) int { return cmp.Compare(a.us, b.us) })
 	i := 0
-	var hi int64 = math.MinInt64
-	if len(trace) > 0 {
-		hi = trace[0].TimeUS
-	}
+	hi := trace.At(0).TimeUS
 	for _, q := range qs {
-		for i < len(trace) && hi < q.us {
+		for i < n && hi < q.us {
 			i++
-			if i < len(trace) {
-				hi = max(hi, trace[i].TimeUS)
+			if i < n {
+				hi = max(hi, trace.At(i).TimeUS)
 			}
 		}
 		*q.out = i
@@ -118,8 +114,9 @@ func (m *Model) Marks() Marks {
 			mk.PeakAllocation = k
 		}
 	}
-	for i, e := range rp.Trace() {
-		if e.Action == snapshot.ActionOOM {
+	trace := m.reader()
+	for i := range m.Entries() {
+		if e := trace.At(i); e.Action == snapshot.ActionOOM {
 			mk.OOMs = append(mk.OOMs, OOM{Moment: m.MomentAt(i), Requested: e.Size, DeviceFree: e.DeviceFree()})
 		}
 	}
@@ -145,13 +142,13 @@ type Event struct {
 // Events lists up to n entries from entry from.
 func (m *Model) Events(from, n int) []Event {
 	rp := m.Replayed
-	trace := rp.Trace()
+	trace := m.reader()
 	from = max(from, 0)
-	to := min(from+max(n, 0), len(trace))
+	to := min(from+max(n, 0), m.Entries())
 	out := make([]Event, 0, max(to-from, 0))
-	first := rp.FirstTimeUS()
+	first := m.firstTimeUS()
 	for i := from; i < to; i++ {
-		e := trace[i]
+		e := trace.At(i)
 		ev := Event{Index: i, Action: e.Action.String(), Address: e.Addr, Size: e.Size, Stream: rp.Snap.Stream(&e),
 			Allocation: -1, Allocated: m.alloc.at(i), Reserved: m.resv.at(i)}
 		if e.TimeUS != 0 && first != 0 {

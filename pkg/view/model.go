@@ -67,6 +67,9 @@ type Model struct {
 	// alloc and resv are allocated and reserved memory after each entry
 	// (the replay's Allocated and Reserved, compact; see Trim).
 	alloc, resv figures
+	// trace is the device's trace once Compact has let go of the
+	// snapshot's (nil before: the Replayed's is read).
+	trace *Trace
 
 	groups    map[analysis.GroupBy]*grouping
 	beforeIdx map[uint64]int
@@ -213,14 +216,80 @@ func (m *Model) Trim() {
 	m.Replayed.Allocated, m.Replayed.Reserved = nil, nil
 }
 
+// Compact lets go of the trace the model was built from, for a server
+// that holds the model for hours: the model reads t (NewTrace of the same
+// trace, 12-16 bytes an entry instead of 40) and its Replayed refers to
+// bare, the snapshot without its traces, so that the caller's snapshot
+// with them can be collected. It trims the figures too (Trim). After
+// Compact, use the model's MomentAt and NewStateCursor, not the
+// Replayed's.
+func (m *Model) Compact(t *Trace, bare *snapshot.Snapshot) error {
+	if t.Len() != m.Entries() {
+		return fmt.Errorf("the compact trace has %d entries, the model %d", t.Len(), m.Entries())
+	}
+	m.Trim()
+	m.trace = t
+	m.Replayed.Snap = bare
+	return nil
+}
+
+// Bare is s without its traces (the other fields shared): what a
+// compacted model's Replayed refers to.
+func Bare(s *snapshot.Snapshot) *snapshot.Snapshot {
+	b := *s
+	b.Traces = make([][]snapshot.TraceEntry, len(s.Traces))
+	return &b
+}
+
+// WithTrace is bare with one device's trace back: what a build or a
+// replay of that device reads.
+func WithTrace(bare *snapshot.Snapshot, device int, t *Trace) *snapshot.Snapshot {
+	s := *bare
+	s.Traces = make([][]snapshot.TraceEntry, max(len(bare.Traces), device+1))
+	s.Traces[device] = t.Entries()
+	return &s
+}
+
+// NewStateCursor returns a cursor over the device's allocator states
+// (analysis.StateCursor). After Compact, the cursor holds a decoded copy
+// of the trace for as long as it is held.
+func (m *Model) NewStateCursor() *analysis.StateCursor {
+	if m.trace == nil {
+		return m.Replayed.NewStateCursor()
+	}
+	rp := *m.Replayed
+	rp.Snap = WithTrace(rp.Snap, rp.Device, m.trace)
+	return rp.NewStateCursor()
+}
+
+// reader reads the device's trace, compact or not.
+func (m *Model) reader() *TraceReader {
+	if m.trace != nil {
+		return m.trace.Reader()
+	}
+	return &TraceReader{plain: m.Replayed.Trace()}
+}
+
+// firstTimeUS is the first entry's time_us.
+func (m *Model) firstTimeUS() int64 {
+	if m.trace != nil {
+		return m.trace.first
+	}
+	return m.Replayed.FirstTimeUS()
+}
+
 // MomentAt describes the moment after entry i (-1: before the first), as
-// Replayed.MomentAt does, also after Trim.
+// Replayed.MomentAt does, also after Trim and Compact.
 func (m *Model) MomentAt(i int) analysis.Moment {
-	mo := m.Replayed.MomentAt(i)
+	rp := m.Replayed
+	mo := analysis.Moment{Index: i, Allocated: rp.StartAllocated, Reserved: rp.StartReserved}
 	if i >= 0 && i < m.Entries() {
 		mo.Allocated, mo.Reserved = m.alloc.at(i), m.resv.at(i)
-	} else {
-		mo.Allocated, mo.Reserved = m.Replayed.StartAllocated, m.Replayed.StartReserved
+		mo.TimeUS = m.reader().At(i).TimeUS
+		if first := m.firstTimeUS(); mo.TimeUS != 0 && first != 0 {
+			mo.Seconds = float64(mo.TimeUS-first) / 1e6
+		}
+		mo.Phase = rp.Phases.At(mo.TimeUS)
 	}
 	return mo
 }
@@ -294,10 +363,10 @@ type Allocation struct {
 // Describe returns the details of interval k.
 func (m *Model) Describe(k int) Allocation {
 	rp := m.Replayed
-	trace := rp.Trace()
+	trace := m.reader()
 	a := Allocation{ID: k, Size: m.Size[k], Pool: m.Pools[m.Pool[k]].String(), AllocIndex: -1, FreeIndex: int(m.End[k])}
 	var stack snapshot.StackID
-	first := rp.FirstTimeUS()
+	first := m.firstTimeUS()
 	secs := func(us int64) *float64 {
 		if us == 0 || first == 0 {
 			return nil
@@ -306,7 +375,7 @@ func (m *Model) Describe(k int) Allocation {
 		return &v
 	}
 	if e := m.Entry[k]; e >= 0 {
-		te := trace[e]
+		te := trace.At(int(e))
 		a.Address, a.Requested, a.Stream, stack = te.Addr, te.Size, rp.Snap.Stream(&te), te.Stack
 		a.AllocIndex = int(e)
 		a.AllocSeconds = secs(te.TimeUS)
@@ -316,7 +385,7 @@ func (m *Model) Describe(k int) Allocation {
 		a.Address, a.Requested, a.Stream, stack = b.Address, b.Requested, b.Stream, b.Stack
 	}
 	if a.FreeIndex >= 0 {
-		a.FreeSeconds = secs(trace[a.FreeIndex].TimeUS)
+		a.FreeSeconds = secs(trace.At(a.FreeIndex).TimeUS)
 	}
 	site := m.Frames.Site(stack)
 	a.Site = analysis.FrameString(site)

@@ -1,6 +1,8 @@
 package view
 
 import (
+	"math"
+	"math/rand/v2"
 	"path/filepath"
 	"reflect"
 	goruntime "runtime"
@@ -258,41 +260,97 @@ func TestFigures(t *testing.T) {
 	}
 }
 
-// TestTrim: once the model lets go of the replay's figures, everything
-// the server sends is what it was.
-func TestTrim(t *testing.T) {
-	fx := testsnap.Build(t)
-	m := build(t, fx.Snapshot, 0)
+// checkCompact: once the model lets go of the replay's figures (Trim) and
+// of the snapshot's trace (Compact), everything the server sends is what
+// it was: windows by allocation and by stack, states (through the cursor,
+// which decodes the trace again), moments, marks, phases, events and
+// every allocation's details.
+func checkCompact(t *testing.T, s *snapshot.Snapshot, m *Model, at []int) {
+	t.Helper()
 	n := m.Entries()
 	ask := func() []any {
 		var out []any
-		for _, req := range []Request{{To: -1, Width: 50, Top: 5}, {From: 3, To: n / 2, Width: 7, By: analysis.ByStack, Top: 2}} {
+		for _, req := range []Request{{To: -1, Width: 50, Top: 5}, {From: n / 3, To: n - 1, Width: 7, By: analysis.ByStack, Top: 2}, {To: -1, Width: 30, By: analysis.ByAnnotation, Top: 3}} {
 			w, err := m.Window(req)
 			if err != nil {
 				t.Fatal(err)
 			}
 			out = append(out, w)
 		}
-		cur := m.Replayed.NewStateCursor()
-		for _, i := range []int{-1, fx.PeakIndex, n - 1} {
+		cur := m.NewStateCursor()
+		for _, i := range at {
 			st, err := cur.At(i)
 			if err != nil {
 				t.Fatal(err)
 			}
 			out = append(out, m.StateOf(st), m.MomentAt(i))
 		}
-		return append(out, m.Marks(), m.Events(0, n), m.Describe(0))
+		out = append(out, m.Marks(), m.Phases(), m.Events(0, n), m.Events(n/2, 7))
+		for k := 0; k < m.Len(); k += max(1, m.Len()/200) {
+			out = append(out, m.Describe(k))
+		}
+		return out
 	}
 	before := ask()
-	m.Trim()
-	if m.Replayed.Allocated != nil {
-		t.Fatal("Trim kept the replay's figures")
+	for _, i := range append(at, -1, 0, n-1) {
+		if got, want := m.MomentAt(i), m.Replayed.MomentAt(i); got != want {
+			t.Fatalf("MomentAt(%d) = %+v, the replay's %+v", i, got, want)
+		}
+	}
+	tr := NewTrace(s.Trace(m.Replayed.Device))
+	if err := m.Compact(tr, Bare(s)); err != nil {
+		t.Fatal(err)
+	}
+	if m.Replayed.Allocated != nil || m.Replayed.Trace() != nil {
+		t.Fatal("Compact kept the replay's figures or the trace")
 	}
 	after := ask()
 	for k := range before {
 		if !reflect.DeepEqual(before[k], after[k]) {
-			t.Errorf("answer %d changed with Trim:\n%+v\n%+v", k, before[k], after[k])
+			t.Fatalf("answer %d (%T) changed with Compact:\n%.600v\n%.600v", k, before[k], before[k], after[k])
 		}
+	}
+}
+
+func TestCompact(t *testing.T) {
+	fx := testsnap.Build(t)
+	m := build(t, fx.Snapshot, 0)
+	checkCompact(t, fx.Snapshot, m, []int{-1, fx.PeakIndex, fx.PeakIndex + 1, 2, m.Entries() - 1})
+	if err := m.Compact(NewTrace(nil), Bare(fx.Snapshot)); err == nil {
+		t.Error("Compact took a trace of another length")
+	}
+}
+
+// TestTrace: the compact trace reads back every entry, in every order,
+// across blocks, with addresses, times and sizes that jump anywhere.
+func TestTrace(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	tr := make([]snapshot.TraceEntry, 3*traceBlock+17)
+	for i := range tr {
+		tr[i] = snapshot.TraceEntry{Addr: rng.Uint64() >> rng.IntN(64), Size: rng.Int64() >> rng.IntN(64), TimeUS: rng.Int64() >> rng.IntN(64),
+			Stack: snapshot.StackID(rng.Uint32()), Context: snapshot.ContextID(rng.IntN(3)), Action: snapshot.Action(rng.IntN(256))}
+		if i%5 == 0 {
+			tr[i].Size, tr[i].TimeUS = -tr[i].Size, -tr[i].TimeUS
+		}
+	}
+	tr[7].Addr, tr[8].Addr = math.MaxUint64, 0
+	c := NewTrace(tr)
+	if got := c.Entries(); !slices.Equal(got, tr) {
+		t.Fatal("Entries differs from the trace")
+	}
+	r := c.Reader()
+	for _, i := range []int{5, 5, 4, 0, 300, 299, 301, len(tr) - 1, traceBlock, traceBlock - 1, 2 * traceBlock, 3} {
+		if r.At(i) != tr[i] {
+			t.Fatalf("entry %d reads %+v, want %+v", i, r.At(i), tr[i])
+		}
+	}
+	for range 2000 {
+		if i := rng.IntN(len(tr)); r.At(i) != tr[i] {
+			t.Fatalf("entry %d reads %+v, want %+v", i, r.At(i), tr[i])
+		}
+	}
+	if len(NewTrace(nil).Entries()) != 0 {
+		t.Error("an empty trace reads entries")
 	}
 }
 
@@ -311,6 +369,7 @@ func TestRecorded(t *testing.T) {
 		checkWindow(t, m, Request{To: -1, Width: 300, By: g, Top: 20})
 	}
 	checkStates(t, m, []int{n / 4, n / 4, n/4 + 1, n / 2, 1, n - 1})
+	checkCompact(t, s, m, []int{n / 4, n / 2, n / 2, n - 1})
 }
 
 func TestRealSnapshots(t *testing.T) {
@@ -334,6 +393,7 @@ func TestRealSnapshots(t *testing.T) {
 				}
 				n := m.Entries()
 				checkStates(t, m, []int{n / 3, min(n/3+1, n-1), m.Replayed.Result.PeakAllocated.Index})
+				checkCompact(t, s, m, []int{m.Replayed.Result.PeakAllocated.Index})
 			}
 		})
 	}

@@ -170,10 +170,11 @@ func (m *Model) Window(req Request) (*Window, error) {
 			}
 		}
 		ks := h.ks
-		slices.Sort(ks) // bottom first: the earliest allocated
+		slices.Sort(ks)     // bottom first: the earliest allocated
+		trace := m.reader() // ks are in increasing order, and so are their entries
 		for _, k := range ks {
 			c0, c1 := span(k)
-			w.Bands = append(w.Bands, Band{ID: k, Label: m.label(k), C0: c0, C1: c1, Size: m.Size[k]})
+			w.Bands = append(w.Bands, Band{ID: k, Label: m.label(trace, k), C0: c0, C1: c1, Size: m.Size[k]})
 		}
 		w.OtherCount = others
 	} else {
@@ -294,13 +295,14 @@ func (m *Model) columns(w *Window, width int) {
 }
 
 // label names an allocation band: its size and site.
-func (m *Model) label(k int) string {
-	return analysis.FrameString(m.Frames.Site(m.stackOf(k)))
+func (m *Model) label(trace *TraceReader, k int) string {
+	return analysis.FrameString(m.Frames.Site(m.stackOf(trace, k)))
 }
 
-func (m *Model) stackOf(k int) snapshot.StackID {
+// stackOf is the stack of interval k; trace reads the device's trace.
+func (m *Model) stackOf(trace *TraceReader, k int) snapshot.StackID {
 	if e := m.Entry[k]; e >= 0 {
-		return m.Replayed.Trace()[e].Stack
+		return trace.At(int(e)).Stack
 	}
 	return m.Before[-m.Entry[k]-1].Stack
 }

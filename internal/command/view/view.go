@@ -140,10 +140,11 @@ func runView(opts *Options) error {
 	// room for a request. Go's default lets the heap grow to twice what is
 	// live between collections, and a server runs for hours.
 	command.LimitHeapTo(footprint() + buildNeed(snap, first))
+	cursor := cursorNeed(snap, first)
 	if _, err := srv.Model(first); err != nil {
 		return fmt.Errorf("%s: %w", opts.File, err)
 	}
-	command.LimitHeapTo(serveLimit(footprint()))
+	serveGC(cursor)
 	ln, err := Listen(opts.Port)
 	if err != nil {
 		return fmt.Errorf("--port %d: %w", opts.Port, err)
@@ -213,10 +214,37 @@ func buildNeed(s *snapshot.Snapshot, device int) int64 {
 	return n + n/4 + minServeRoom
 }
 
-// serveLimit is the heap limit of a server holding live bytes: an eighth
-// more, at least minServeRoom. A state request replays the trace again
-// (a second simulator) and may pass it for a moment; the limit is soft.
-func serveLimit(live int64) int64 { return live + max(live/8, minServeRoom) }
+// What the state pane's cursor holds while it is kept (webview.CursorIdle):
+// a decoded copy of the trace (40 B an entry) and a second simulator
+// (per block of the final segments, as the build's).
+const cursorHeapPerEntry = 40
+
+// cursorNeed is what the state pane's cursor adds to the heap.
+func cursorNeed(s *snapshot.Snapshot, device int) int64 {
+	blocks := 0
+	for _, seg := range s.DeviceSegments(device) {
+		blocks += len(seg.Blocks)
+	}
+	return int64(len(s.Trace(device)))*cursorHeapPerEntry + int64(blocks)*buildHeapPerBlock
+}
+
+// serveGCPercent is GOGC while serving: the heap is what the server
+// holds, and its requests make little garbage, so a collection when
+// the heap has grown by a quarter (not Go's default, doubled) keeps the
+// resident set near what is live at little cost.
+const serveGCPercent = 25
+
+// serveGC sets the collector for serving, once the build's garbage is
+// returned: GOGC serveGCPercent (unless the user set GOGC), and the
+// limit over what is live: room for a request (an eighth, at least
+// minServeRoom) and for the state pane's cursor.
+func serveGC(cursor int64) {
+	live := footprint()
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(serveGCPercent)
+	}
+	command.LimitHeapTo(live + max(live/8, minServeRoom) + cursor)
+}
 
 // footprint is the memory the Go runtime holds from the system, as the
 // soft limit counts it (runtime/debug.SetMemoryLimit: every class but

@@ -16,8 +16,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"runtime"
+	"runtime/debug"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/memstat/memstat/pkg/analysis"
 	"github.com/memstat/memstat/pkg/report"
@@ -48,7 +51,11 @@ func NewToken() (string, error) {
 
 // Server answers the page's requests for one snapshot.
 type Server struct {
-	File  string
+	File string
+	// Snap is the snapshot served; once the first device is built, the
+	// server keeps every trace compact and replaces Snap with the
+	// snapshot without them (view.Bare), so that the caller's copy can
+	// be collected.
 	Snap  *snapshot.Snapshot
 	Token string
 	// AllFrames shows internal frames in stacks.
@@ -62,7 +69,19 @@ type Server struct {
 	model  *view.Model
 	cursor *analysis.StateCursor
 	config map[int]string
+	// traces holds every device's trace, compact, once the first model
+	// is built; Snap is then the snapshot without them (view.Bare).
+	traces []*view.Trace
+	// idle drops the cursor (and the trace it decodes) once the state
+	// pane has asked for nothing for CursorIdle.
+	idle *time.Timer
 }
+
+// CursorIdle is how long the server keeps the state pane's replay (a
+// second simulator and a decoded copy of the trace) after its last
+// request: stepping with the arrow keys costs one entry each while it is
+// kept; the next request after it is dropped replays from the start.
+const CursorIdle = time.Minute
 
 // Device is one device the picker lists.
 type Device struct {
@@ -154,8 +173,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if s.cursor == nil {
-			s.cursor = m.Replayed.NewStateCursor()
+			s.cursor = m.NewStateCursor()
 		}
+		s.keepCursor()
 		st, err := s.cursor.At(at)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
@@ -192,11 +212,30 @@ func (s *Server) modelOf(device int) (*view.Model, error) {
 		return nil, fmt.Errorf("no device %d (the snapshot has %d)", device, s.Snap.Devices())
 	}
 	s.model, s.cursor = nil, nil
-	m, err := view.Build(s.Snap, device, analysis.NewFrames(s.Snap.Stacks, s.AllFrames))
+	snap := s.Snap
+	if s.traces != nil {
+		snap = view.WithTrace(s.Snap, device, s.traces[device])
+	}
+	m, err := view.Build(snap, device, analysis.NewFrames(s.Snap.Stacks, s.AllFrames))
 	if err != nil {
 		return nil, err
 	}
-	m.Trim() // the server holds the model for hours
+	m.Trim()
+	// The server holds the model for hours: every device's trace is
+	// kept compact (a third of the snapshot's), the snapshot's let go.
+	if s.traces == nil {
+		// The build's garbage goes first, so that the compact traces
+		// do not raise the peak.
+		runtime.GC()
+		s.traces = make([]*view.Trace, s.Snap.Devices())
+		for d := range s.traces {
+			s.traces[d] = view.NewTrace(s.Snap.Trace(d))
+		}
+		s.Snap = view.Bare(s.Snap)
+	}
+	if err := m.Compact(s.traces[device], s.Snap); err != nil {
+		return nil, err
+	}
 	s.model, s.device = m, device
 	if s.config == nil {
 		s.config = map[int]string{}
@@ -205,17 +244,39 @@ func (s *Server) modelOf(device int) (*view.Model, error) {
 	return m, nil
 }
 
+// keepCursor keeps the state cursor for CursorIdle from now.
+func (s *Server) keepCursor() {
+	if s.idle == nil {
+		s.idle = time.AfterFunc(CursorIdle, s.dropCursor)
+		return
+	}
+	s.idle.Reset(CursorIdle)
+}
+
+func (s *Server) dropCursor() {
+	s.mu.Lock()
+	had := s.cursor != nil
+	s.cursor = nil
+	s.mu.Unlock()
+	if had {
+		debug.FreeOSMemory() // the decoded trace and the simulator, now
+	}
+}
+
 func (s *Server) info() Info {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	in := Info{File: s.File, First: s.First, Warnings: s.Snap.Warnings, Settings: Settings(s.Snap)}
 	for d := range s.Snap.Devices() {
 		n := len(s.Snap.Trace(d))
+		if s.traces != nil {
+			n = s.traces[d].Len()
+		}
 		in.Devices = append(in.Devices, Device{Device: d, Entries: n, Traced: n > 0})
 	}
-	s.mu.Lock()
 	for d, c := range s.config {
 		in.Settings = append(in.Settings, KV{Key: fmt.Sprintf("simulated configuration (device %d)", d), Value: c})
 	}
-	s.mu.Unlock()
 	return in
 }
 
