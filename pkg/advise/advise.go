@@ -173,7 +173,7 @@ func Advise(s *snapshot.Snapshot, o Options) (*Advice, error) {
 	adv.Recorded.FirstOOM = adv.RecordedOOMAt
 
 	// The baseline first: it fixes the device memory the others get.
-	baseRun, err := replaySetting(s, o, base, v)
+	baseRun, err := replaySetting(s, o, base, v, demand.recording)
 	if err != nil {
 		return nil, err
 	}
@@ -197,7 +197,7 @@ func Advise(s *snapshot.Snapshot, o Options) (*Advice, error) {
 		seen[st.Conf] = true
 		singles = append(singles, st)
 	}
-	results, err := replayAll(s, o, v, singles)
+	results, err := replayAll(s, o, v, singles, demand.recording)
 	if err != nil {
 		return nil, err
 	}
@@ -221,7 +221,7 @@ func Advise(s *snapshot.Snapshot, o Options) (*Advice, error) {
 		seen[st.Conf] = true
 		combos = append(combos, st)
 	}
-	more, err := replayAll(s, o, v, combos)
+	more, err := replayAll(s, o, v, combos, demand.recording)
 	if err != nil {
 		return nil, err
 	}
@@ -364,6 +364,9 @@ type demand struct {
 	first int64 // requested memory after the first alloc entry
 	peak  int64 // peak requested memory
 	run   Result
+	// recording is what every setting's what-if replay starts from: the
+	// recording is followed once, not once more per setting.
+	recording *replay.Recording
 }
 
 // recordedDemand replays the recording itself (follow mode, as `memstat
@@ -371,7 +374,7 @@ type demand struct {
 func recordedDemand(s *snapshot.Snapshot, o Options, v allocator.Version) (demand, error) {
 	var d demand
 	k := firstAlloc(s.Trace(o.Device))
-	r, err := replay.New(s, replay.Options{Device: o.Device, Version: v,
+	r, err := replay.New(s, replay.Options{Device: o.Device, Version: v, KeepStart: true,
 		OnEvent: func(i int, _ snapshot.TraceEntry, a *allocator.Allocator) {
 			if i == k {
 				st := a.Stats()
@@ -386,6 +389,9 @@ func recordedDemand(s *snapshot.Snapshot, o Options, v allocator.Version) (deman
 		return d, fmt.Errorf("recorded settings: %w", err)
 	}
 	d.peak = res.Stats.RequestedBytes[allocator.PoolAll].Peak
+	if d.recording, err = r.Recording(); err != nil {
+		return d, fmt.Errorf("recorded settings: %w", err)
+	}
 	d.run = Result{
 		OOMs: res.OOMs.Recorded, FirstOOM: -1, PeakReserved: res.PeakReserved.Bytes, PeakAllocated: res.PeakAllocated.Bytes,
 		PeakRequested: d.peak, Fragmentation: res.AtPeak.Fragmentation, AtPeak: res.AtPeak,
@@ -404,9 +410,10 @@ func firstAlloc(trace []snapshot.TraceEntry) int {
 	return -1
 }
 
-// replaySetting runs one setting in what-if mode. It shares nothing mutable with
-// other replays: the snapshot is only read.
-func replaySetting(s *snapshot.Snapshot, o Options, st Setting, v allocator.Version) (*run, error) {
+// replaySetting runs one setting in what-if mode, starting from rec (the
+// recording followed once). It shares nothing mutable with other replays:
+// the snapshot and rec are only read.
+func replaySetting(s *snapshot.Snapshot, o Options, st Setting, v allocator.Version, rec *replay.Recording) (*run, error) {
 	out := &run{Result: Result{Setting: st, FirstOOM: -1}}
 	var ooms int64
 	var trace []snapshot.TraceEntry
@@ -430,7 +437,7 @@ func replaySetting(s *snapshot.Snapshot, o Options, st Setting, v allocator.Vers
 	}
 	cfg := st.cfg
 	r, err := replay.New(s, replay.Options{
-		Device: o.Device, Version: v, Config: &cfg, Capacity: o.DeviceMemory, Mode: replay.WhatIf, OnEvent: onEvent,
+		Device: o.Device, Version: v, Config: &cfg, Capacity: o.DeviceMemory, Mode: replay.WhatIf, OnEvent: onEvent, Recording: rec,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", st.Label(), err)
@@ -455,7 +462,7 @@ func replaySetting(s *snapshot.Snapshot, o Options, st Setting, v allocator.Vers
 
 // replayAll replays the settings in parallel, at most o.Jobs at a time,
 // and returns their results in the settings' order.
-func replayAll(s *snapshot.Snapshot, o Options, v allocator.Version, settings []Setting) ([]Result, error) {
+func replayAll(s *snapshot.Snapshot, o Options, v allocator.Version, settings []Setting, rec *replay.Recording) ([]Result, error) {
 	jobs := o.Jobs
 	if jobs <= 0 {
 		jobs = runtime.GOMAXPROCS(0)
@@ -469,7 +476,7 @@ func replayAll(s *snapshot.Snapshot, o Options, v allocator.Version, settings []
 		go func() {
 			defer wg.Done()
 			for i := range next {
-				r, err := replaySetting(s, o, settings[i], v)
+				r, err := replaySetting(s, o, settings[i], v, rec)
 				if err != nil {
 					errs[i] = err
 					continue

@@ -88,9 +88,62 @@ type Options struct {
 	// CheckEvery runs CheckInvariants after every n-th entry (0: never);
 	// a failure stops the replay with an error.
 	CheckEvery int
-	// keepStart keeps the rebuilt starting state after it is seeded: a
-	// what-if replay reuses the state of the follow replay it runs first.
-	keepStart bool
+	// KeepStart keeps the rebuilt starting state after it is seeded, for a
+	// follow replay whose Recording what-if replays start from.
+	KeepStart bool
+	// Recording, for a WhatIf replay, is what a follow replay of the same
+	// device, release and total memory (no Config or Capacity of its own)
+	// found (Replay.Recording): the what-if replay starts from it instead
+	// of running that follow replay first. It is only read, so what-if
+	// replays may share one.
+	Recording *Recording
+}
+
+// Recording is what a what-if replay takes from a follow replay of the
+// recording that applied every entry: the starting state rebuilt under
+// the recorded settings, the pool of each call, where the program emptied
+// the cache, the capacity.
+type Recording struct {
+	snap             *snapshot.Snapshot
+	opts             Options
+	start            startState
+	pools            callPools
+	emptyCacheAt     map[int]bool
+	capacity         int64
+	capacitySource   string
+	preexistingBytes int64
+}
+
+// Recording returns what what-if replays of this follow replay's
+// recording start from (Options.Recording): a command that follows the
+// recording and then simulates other settings replays the recording once,
+// not once more per setting. The replay must be a follow replay made with
+// KeepStart that has applied every entry (Run, Result).
+func (r *Replay) Recording() (*Recording, error) {
+	if r.opts.Mode != Follow || !r.opts.KeepStart {
+		return nil, errors.New("replay: a recording comes from a follow replay made with KeepStart")
+	}
+	if r.pos < len(r.trace) {
+		return nil, fmt.Errorf("replay: the follow replay applied %d of %d entries", r.pos, len(r.trace))
+	}
+	return r.recording(), nil
+}
+
+func (r *Replay) recording() *Recording {
+	o := r.opts
+	o.OnEvent = nil // not kept alive by what-if replays
+	return &Recording{snap: r.snap, opts: o, start: r.start, pools: r.pools, emptyCacheAt: r.emptyCacheAt,
+		capacity: r.res.Capacity, capacitySource: r.res.CapacitySource, preexistingBytes: r.res.History.PreexistingBytes}
+}
+
+// fits reports why rec cannot start the what-if replay of s with o, if
+// it cannot: it must come from the follow replay New would run itself.
+func (rec *Recording) fits(s *snapshot.Snapshot, o Options) error {
+	f := rec.opts
+	if rec.snap != s || f.Device != o.Device || f.Version != o.Version || f.TotalMemory != o.TotalMemory || f.Config != nil || f.Capacity != 0 {
+		return errors.New("replay: the recording given is of another snapshot, device, release or setting than the what-if replay")
+	}
+	return nil
 }
 
 // Replay is a step-able replay of one device's trace.
@@ -204,17 +257,24 @@ func New(s *snapshot.Snapshot, o Options) (*Replay, error) {
 	// Follow mode rebuilds the start and derives the capacity; what-if
 	// needs both too, plus where the program emptied the cache, so it runs
 	// a follow replay of its own first.
-	var follow *Replay
+	var follow *Recording
 	if o.Mode == WhatIf {
-		fo := o
-		fo.Mode, fo.Config, fo.OnEvent, fo.CheckEvery = Follow, nil, nil, 0
-		fo.keepStart = true
-		fo.Capacity = 0
-		var err error
-		if follow, err = New(s, fo); err != nil {
-			return nil, err
-		}
-		for follow.Step() == nil {
+		if follow = o.Recording; follow != nil {
+			if err := follow.fits(s, o); err != nil {
+				return nil, err
+			}
+		} else {
+			fo := o
+			fo.Mode, fo.Config, fo.OnEvent, fo.CheckEvery = Follow, nil, nil, 0
+			fo.KeepStart = true
+			fo.Capacity = 0
+			fr, err := New(s, fo)
+			if err != nil {
+				return nil, err
+			}
+			for fr.Step() == nil {
+			}
+			follow = fr.recording()
 		}
 	}
 	total := o.TotalMemory
@@ -610,7 +670,7 @@ func (r *Replay) initFollow(total int64) error {
 		return err
 	}
 	r.seedStart()
-	if !r.opts.keepStart {
+	if !r.opts.KeepStart {
 		// Seeded: the copy of the snapshot's segments is garbage now (a
 		// tenth of the memory of replaying a large snapshot).
 		r.start.segments, r.start.reservations = nil, nil
@@ -647,10 +707,10 @@ func (r *Replay) initFollow(total int64) error {
 	return nil
 }
 
-func (r *Replay) initWhatIf(total int64, follow *Replay) error {
+func (r *Replay) initWhatIf(total int64, follow *Recording) error {
 	capacity, source := r.opts.Capacity, "option"
 	if capacity == 0 {
-		capacity, source = follow.res.Capacity, follow.res.CapacitySource
+		capacity, source = follow.capacity, follow.capacitySource
 	}
 	if r.opts.TotalMemory == 0 && capacity > 0 && capacity < total {
 		total = capacity
@@ -686,7 +746,7 @@ func (r *Replay) initWhatIf(total int64, follow *Replay) error {
 			}
 		}
 	}
-	r.res.History.PreexistingBytes = follow.res.History.PreexistingBytes
+	r.res.History.PreexistingBytes = follow.preexistingBytes
 	r.beginWindow()
 	return nil
 }

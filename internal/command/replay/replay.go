@@ -151,11 +151,13 @@ func runReplay(opts *Options) error {
 		if opts.Device >= 0 && d != opts.Device || len(snap.Trace(d)) == 0 && len(snap.DeviceSegments(d)) == 0 {
 			continue
 		}
-		rec, err := run(snap, replay.Options{Device: d, Version: v})
+		// The what-if replay starts from the recorded one's rebuilt state
+		// instead of following the recording again itself.
+		rec, recording, err := runRecorded(snap, replay.Options{Device: d, Version: v, KeepStart: true})
 		if err != nil {
 			return fmt.Errorf("%s: device %d: %w", opts.File, d, err)
 		}
-		sim, err := run(snap, replay.Options{Device: d, Version: v, Mode: replay.WhatIf, Config: cfg, Capacity: opts.capacity})
+		sim, err := run(snap, replay.Options{Device: d, Version: v, Mode: replay.WhatIf, Config: cfg, Capacity: opts.capacity, Recording: recording})
 		if err != nil {
 			return fmt.Errorf("%s: device %d: %w", opts.File, d, err)
 		}
@@ -172,6 +174,21 @@ func runReplay(opts *Options) error {
 		return report.WriteJSON(opts.IO.Out, jsonReplay(opts, devices))
 	}
 	return writeText(opts.IO.Out, opts, devices)
+}
+
+// runRecorded runs a follow replay and returns its result and what what-if
+// replays of it start from.
+func runRecorded(snap *snapshot.Snapshot, o replay.Options) (*replay.Result, *replay.Recording, error) {
+	r, err := replay.New(snap, o)
+	if err != nil {
+		return nil, nil, err
+	}
+	res, err := r.Run()
+	if err != nil {
+		return nil, nil, err
+	}
+	rec, err := r.Recording()
+	return res, rec, err
 }
 
 func run(snap *snapshot.Snapshot, o replay.Options) (*replay.Result, error) {
