@@ -1,6 +1,8 @@
 package export
 
 import (
+	"bufio"
+	"bytes"
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
@@ -60,12 +62,14 @@ func B(b bool) Value {
 
 // rowWriter streams rows in one format; nothing is held beyond a row.
 type rowWriter struct {
-	w     io.Writer
-	f     Format
-	cols  []string
-	keys  [][]byte // JSON-encoded column names
-	csv   *csv.Writer
-	rec   []string
+	w    io.Writer
+	f    Format
+	cols []string
+	keys [][]byte // JSON-encoded column names
+	// bw buffers the CSV rows, each appended to buf as encoding/csv writes
+	// it (appendCSVField) without a string per number.
+	bw    *bufio.Writer
+	field bytes.Buffer
 	buf   []byte
 	rows  int
 	err   error
@@ -76,9 +80,13 @@ func newRowWriter(w io.Writer, f Format, cols []string) *rowWriter {
 	rw := &rowWriter{w: w, f: f, cols: cols, first: true}
 	switch f {
 	case CSV:
-		rw.csv = csv.NewWriter(w)
-		rw.rec = make([]string, len(cols))
-		rw.err = rw.csv.Write(cols)
+		rw.bw = bufio.NewWriter(w)
+		vals := make([]Value, len(cols))
+		for i, c := range cols {
+			vals[i] = S(c)
+		}
+		rw.row(vals...)
+		rw.rows = 0
 	default:
 		for _, c := range cols {
 			k, _ := json.Marshal(c)
@@ -97,19 +105,23 @@ func (rw *rowWriter) row(vals ...Value) {
 	}
 	rw.rows++
 	if rw.f == CSV {
+		b := rw.buf[:0]
 		for i, v := range vals {
+			if i > 0 {
+				b = append(b, ',')
+			}
 			switch v.kind {
 			case 's':
-				rw.rec[i] = v.s
+				b = rw.appendCSVField(b, v.s)
 			case 'i':
-				rw.rec[i] = strconv.FormatInt(v.i, 10)
+				b = strconv.AppendInt(b, v.i, 10)
 			case 'b':
-				rw.rec[i] = strconv.FormatBool(v.i != 0)
-			default:
-				rw.rec[i] = ""
+				b = strconv.AppendBool(b, v.i != 0)
 			}
 		}
-		rw.err = rw.csv.Write(rw.rec)
+		b = append(b, '\n')
+		rw.buf = b
+		_, rw.err = rw.bw.Write(b)
 		return
 	}
 	b := rw.buf[:0]
@@ -148,14 +160,33 @@ func (rw *rowWriter) row(vals ...Value) {
 	_, rw.err = rw.w.Write(b)
 }
 
+// appendCSVField appends s as a field of a record encoding/csv's Writer
+// writes (comma, "\n" line ends): as it is when it is plain (printable
+// ASCII without comma or quote, not starting with a blank, not the `\.`
+// that ends a Postgres COPY), else quoted by encoding/csv itself.
+func (rw *rowWriter) appendCSVField(b []byte, s string) []byte {
+	plain := s != `\.` && (s == "" || s[0] > ' ')
+	for i := 0; plain && i < len(s); i++ {
+		c := s[i]
+		plain = c >= ' ' && c < 0x7f && c != ',' && c != '"'
+	}
+	if plain {
+		return append(b, s...)
+	}
+	rw.field.Reset()
+	cw := csv.NewWriter(&rw.field)
+	cw.Write([]string{s}) // a bytes.Buffer does not fail
+	cw.Flush()
+	return append(b, bytes.TrimSuffix(rw.field.Bytes(), []byte("\n"))...)
+}
+
 func (rw *rowWriter) close() error {
 	if rw.err != nil {
 		return rw.err
 	}
 	switch rw.f {
 	case CSV:
-		rw.csv.Flush()
-		return rw.csv.Error()
+		return rw.bw.Flush()
 	case JSON:
 		end := "]\n"
 		if !rw.first {
