@@ -230,6 +230,23 @@ func (rs regions) overlapping(addr uint64, size int64) *region {
 	return nil
 }
 
+// overlapsOther reports whether a region other than self intersects
+// [addr, addr+size).
+func (rs regions) overlapsOther(addr uint64, size int64, self *region) bool {
+	i, _ := slices.BinarySearchFunc(rs, addr, func(r *region, a uint64) int {
+		if r.end() <= a {
+			return -1
+		}
+		return 1
+	})
+	for ; i < len(rs) && rs[i].base < addr+uint64(size); i++ {
+		if rs[i] != self {
+			return true
+		}
+	}
+	return false
+}
+
 func (rs *regions) add(r *region) {
 	i, _ := slices.BinarySearchFunc(*rs, r.base, func(x *region, a uint64) int {
 		if x.base < a {

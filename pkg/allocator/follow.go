@@ -281,7 +281,10 @@ func (a *Allocator) PlaceGuessedReservation(base uint64, stream int64, small boo
 		if !r.guessedBase || r.mappedBytes != 0 || r.stream != stream || r.pool.small != small {
 			continue
 		}
-		if o := a.regions.overlapping(base, r.size); o != nil && o != r {
+		// Any other region in the way refuses the move; r's own old
+		// range may be the lowest one overlapping, so looking at the
+		// lowest alone let a move overlap a region above it.
+		if a.regions.overlapsOther(base, r.size, r) {
 			return false
 		}
 		b := r.head

@@ -304,3 +304,23 @@ func TestResizeAllocated(t *testing.T) {
 		}
 	}
 }
+
+// TestOverlapsOther: a guessed reservation moved to where the recording
+// maps must not land on another region, even when its own old range is
+// the lowest one in the way (graphs+MemPool+expandable, 2.6, seed 43 of
+// the round-trip harness: two reservations overlapped and a forced map
+// panicked on a duplicate unmapped block).
+func TestOverlapsOther(t *testing.T) {
+	self := &region{base: 0x1000000, size: 0x2000000}
+	above := &region{base: 0x2800000, size: 0x2000000}
+	rs := regions{self, above}
+	if !rs.overlapsOther(0x0c00000, 0x2000000, self) {
+		t.Error("a move from 0x1000000 to 0xc00000 (+0x2000000) overlaps the region at 0x2800000")
+	}
+	if rs.overlapsOther(0x0800000, 0x2000000, self) {
+		t.Error("a move to 0x800000 (+0x2000000) ends at the region above")
+	}
+	if !rs.overlapsOther(0x0800000, 0x2000000, nil) {
+		t.Error("the region at 0x1000000 is in the way of a region that is not it")
+	}
+}
