@@ -19,6 +19,11 @@ type Want struct {
 	// oom, segments --at peak); OOMs the state at each recorded oom, or
 	// without one at the peak of reserved memory (ExplainOOMs).
 	PeakAllocated, PeakReserved, OOMs bool
+	// NoFigures leaves Replayed.Allocated and Reserved nil, for a caller
+	// that keeps the figures itself (the view's server keeps them in 4
+	// bytes an entry rather than 16); the Replayed's MomentAt, AllocatedAt
+	// and FindPeak need them.
+	NoFigures bool
 }
 
 // capturer takes the wanted states during the replay. Entries named by

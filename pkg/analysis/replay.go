@@ -69,15 +69,19 @@ func ReplayObservedFor(s *snapshot.Snapshot, device int, want Want, start func(a
 	trace := s.Trace(device)
 	rp := &Replayed{
 		Snap: s, Device: device,
-		Allocated: make([]int64, len(trace)), Reserved: make([]int64, len(trace)),
 		Phases:      PhasesOf(s, device),
 		lastAlloc:   make(map[uint64]int),
 		finalActive: make(map[uint64]*snapshot.Block),
 		firstFree:   make(map[uint64]snapshot.StackID),
 	}
+	if !want.NoFigures {
+		rp.Allocated, rp.Reserved = make([]int64, len(trace)), make([]int64, len(trace))
+	}
 	r, err := replay.New(s, replay.Options{Device: device, OnEvent: func(i int, e snapshot.TraceEntry, a *allocator.Allocator) {
-		al, re := a.AllocatedReserved()
-		rp.Allocated[i], rp.Reserved[i] = al.Current, re.Current
+		if rp.Allocated != nil {
+			al, re := a.AllocatedReserved()
+			rp.Allocated[i], rp.Reserved[i] = al.Current, re.Current
+		}
 		if each != nil {
 			each(i, e, a)
 		}

@@ -41,6 +41,28 @@ func newFigures(v []int64) figures {
 	return figures{units: u, shift: uint8(shift)}
 }
 
+// newFiguresCap is an empty series for appending n values (add).
+func newFiguresCap(n int) figures {
+	return figures{units: make([]uint32, 0, n), shift: maxShift}
+}
+
+// add appends v: in 512-byte units while every value fits, as int64s
+// from the first that does not (the values so far converted, exactly).
+func (f *figures) add(v int64) {
+	if f.units != nil {
+		if v >= 0 && v&(1<<maxShift-1) == 0 && v>>maxShift <= math.MaxUint32 {
+			f.units = append(f.units, uint32(v>>maxShift))
+			return
+		}
+		f.wide = make([]int64, len(f.units), cap(f.units))
+		for i, u := range f.units {
+			f.wide[i] = int64(u) << f.shift
+		}
+		f.units = nil
+	}
+	f.wide = append(f.wide, v)
+}
+
 func (f *figures) len() int {
 	if f.units == nil {
 		return len(f.wide)

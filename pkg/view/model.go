@@ -155,9 +155,20 @@ func BuildObserved(s *snapshot.Snapshot, device int, fr *analysis.Frames, want a
 			return true
 		})
 	}
+	// Without the Replayed's figures (want.NoFigures), the model takes
+	// its own as the replay goes.
+	if want.NoFigures {
+		m.alloc, m.resv = newFiguresCap(len(trace)), newFiguresCap(len(trace))
+	}
 	each := func(i int, e snapshot.TraceEntry, a *allocator.Allocator) {
 		if also != nil {
 			also(i, e, a)
+		}
+		if want.NoFigures {
+			m.padFigures(i) // as the Replayed's zeros, were an entry passed over
+			al, re := a.AllocatedReserved()
+			m.alloc.add(al.Current)
+			m.resv.add(re.Current)
 		}
 		if r, _ := a.PrivatePoolStats(); r.Current != 0 || m.PrivateReserved != nil {
 			if m.PrivateReserved == nil {
@@ -184,6 +195,11 @@ func BuildObserved(s *snapshot.Snapshot, device int, fr *analysis.Frames, want a
 		return nil, err
 	}
 	m.Replayed = rp
+	if want.NoFigures {
+		m.padFigures(len(trace))
+	} else {
+		m.alloc, m.resv = newFigures(rp.Allocated), newFigures(rp.Reserved)
+	}
 	// The segment events an allocator call records before its alloc (or
 	// free) see the state after the call, so the interval starts (or
 	// ends) with them. The state before the call differs by the block's
@@ -192,18 +208,17 @@ func BuildObserved(s *snapshot.Snapshot, device int, fr *analysis.Frames, want a
 		if st < 0 {
 			continue
 		}
-		for st > 0 && isSegmentEvent(trace[st-1].Action) && rp.Allocated[st-1] == rp.Allocated[st] {
+		for st > 0 && isSegmentEvent(trace[st-1].Action) && m.alloc.at(int(st-1)) == m.alloc.at(int(st)) {
 			st--
 		}
 		m.Start[k] = st
 		if e := m.End[k]; e > 0 {
-			for e > st && isSegmentEvent(trace[e-1].Action) && rp.Allocated[e-1] == rp.Allocated[e] {
+			for e > st && isSegmentEvent(trace[e-1].Action) && m.alloc.at(int(e-1)) == m.alloc.at(int(e)) {
 				e--
 			}
 			m.End[k] = e
 		}
 	}
-	m.alloc, m.resv = newFigures(rp.Allocated), newFigures(rp.Reserved)
 	return m, nil
 }
 
@@ -300,6 +315,14 @@ func (m *Model) AllocatedAfter(i int) int64 { return m.alloc.at(i) }
 
 // ReservedAfter: see AllocatedAfter.
 func (m *Model) ReservedAfter(i int) int64 { return m.resv.at(i) }
+
+// padFigures extends the figures with zeros up to n entries.
+func (m *Model) padFigures(n int) {
+	for m.alloc.len() < n {
+		m.alloc.add(0)
+		m.resv.add(0)
+	}
+}
 
 func isSegmentEvent(a snapshot.Action) bool {
 	switch a {

@@ -252,9 +252,18 @@ func TestFigures(t *testing.T) {
 		if (f.units != nil) != tc.units || f.shift != tc.shift || f.len() != len(tc.v) {
 			t.Errorf("%s: units %v shift %d len %d, want units %v shift %d", tc.name, f.units != nil, f.shift, f.len(), tc.units, tc.shift)
 		}
+		// Appended one by one: 512-byte units until a value does not
+		// fit, int64s from then on.
+		g := newFiguresCap(1)
+		for _, x := range tc.v {
+			g.add(x)
+		}
+		if wantUnits := tc.units && tc.shift == maxShift; (g.units != nil) != wantUnits || g.len() != len(tc.v) {
+			t.Errorf("%s appended: units %v len %d, want units %v", tc.name, g.units != nil, g.len(), wantUnits)
+		}
 		for i, x := range tc.v {
-			if f.at(i) != x {
-				t.Errorf("%s: entry %d reads %d, want %d", tc.name, i, f.at(i), x)
+			if f.at(i) != x || g.at(i) != x {
+				t.Errorf("%s: entry %d reads %d (appended %d), want %d", tc.name, i, f.at(i), g.at(i), x)
 			}
 		}
 	}
@@ -268,7 +277,7 @@ func TestFigures(t *testing.T) {
 func checkCompact(t *testing.T, s *snapshot.Snapshot, m *Model, at []int) {
 	t.Helper()
 	n := m.Entries()
-	ask := func() []any {
+	ask := func(m *Model) []any {
 		var out []any
 		for _, req := range []Request{{To: -1, Width: 50, Top: 5}, {From: n / 3, To: n - 1, Width: 7, By: analysis.ByStack, Top: 2}, {To: -1, Width: 30, By: analysis.ByAnnotation, Top: 3}} {
 			w, err := m.Window(req)
@@ -291,7 +300,21 @@ func checkCompact(t *testing.T, s *snapshot.Snapshot, m *Model, at []int) {
 		}
 		return out
 	}
-	before := ask()
+	before := ask(m)
+	// A build without the Replayed's figures (the server's) answers the
+	// same from its own.
+	lean, err := BuildObserved(s, m.Replayed.Device, m.Frames, analysis.Want{NoFigures: true}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lean.Replayed.Allocated != nil {
+		t.Fatal("NoFigures kept the Replayed's figures")
+	}
+	for k, a := range ask(lean) {
+		if !reflect.DeepEqual(before[k], a) {
+			t.Fatalf("answer %d (%T) differs without the Replayed's figures:\n%.600v\n%.600v", k, a, before[k], a)
+		}
+	}
 	for _, i := range append(at, -1, 0, n-1) {
 		if got, want := m.MomentAt(i), m.Replayed.MomentAt(i); got != want {
 			t.Fatalf("MomentAt(%d) = %+v, the replay's %+v", i, got, want)
@@ -304,7 +327,7 @@ func checkCompact(t *testing.T, s *snapshot.Snapshot, m *Model, at []int) {
 	if m.Replayed.Allocated != nil || m.Replayed.Trace() != nil {
 		t.Fatal("Compact kept the replay's figures or the trace")
 	}
-	after := ask()
+	after := ask(m)
 	for k := range before {
 		if !reflect.DeepEqual(before[k], after[k]) {
 			t.Fatalf("answer %d (%T) changed with Compact:\n%.600v\n%.600v", k, before[k], before[k], after[k])

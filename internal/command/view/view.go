@@ -189,15 +189,15 @@ func runView(opts *Options) error {
 }
 
 // What a device's build adds to the loaded snapshot while it replays:
-// per trace entry, the replay's allocated and reserved figures (16 B) and
-// the model's compact copy (8 B); per block of the final segments, the
-// simulator's block and its share of the free sets. The intervals and the
-// replay's address table fit in the tenth more (measured on a 1.75M-event
-// recording and on torch-100MB: the build peaks 46 and 42 MB over the
-// loaded snapshot). The limit is soft: a build that needs more collects
-// more often, and never fails.
+// per trace entry, the model's allocated and reserved figures (8 B) and
+// its share of the allocation intervals (22 B per alloc entry, about one
+// entry in two); per block of the final segments, the simulator's block
+// and its share of the free sets. A quarter more and 8 MiB: the
+// replay's address table and garbage. The limit is soft: a build that
+// needs more collects more often (measured: a limit under the need
+// multiplies the first page's CPU time), and never fails.
 const (
-	buildHeapPerEntry = 16 + 8
+	buildHeapPerEntry = 8 + 12
 	buildHeapPerBlock = 216 + 56
 	// minServeRoom is the least room over what the server holds: a
 	// window or an event list is a few hundred kilobytes.
@@ -211,7 +211,7 @@ func buildNeed(s *snapshot.Snapshot, device int) int64 {
 		blocks += len(seg.Blocks)
 	}
 	n := int64(len(s.Trace(device)))*buildHeapPerEntry + int64(blocks)*buildHeapPerBlock
-	return n + n/4 + minServeRoom
+	return n + n/4 + 8<<20
 }
 
 // What the state pane's cursor holds while it is kept (webview.CursorIdle):

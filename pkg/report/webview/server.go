@@ -216,11 +216,12 @@ func (s *Server) modelOf(device int) (*view.Model, error) {
 	if s.traces != nil {
 		snap = view.WithTrace(s.Snap, device, s.traces[device])
 	}
-	m, err := view.Build(snap, device, analysis.NewFrames(s.Snap.Stacks, s.AllFrames))
+	// The model keeps its own figures (4 bytes an entry), not the
+	// Replayed's (16).
+	m, err := view.BuildObserved(snap, device, analysis.NewFrames(s.Snap.Stacks, s.AllFrames), analysis.Want{NoFigures: true}, nil)
 	if err != nil {
 		return nil, err
 	}
-	m.Trim()
 	// The server holds the model for hours: every device's trace is
 	// kept compact (a third of the snapshot's), the snapshot's let go.
 	if s.traces == nil {
