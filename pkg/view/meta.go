@@ -192,27 +192,57 @@ type State struct {
 
 // StateOf shapes a captured state for the view.
 func (m *Model) StateOf(st *analysis.State) *State {
-	infos := analysis.MapSegments(st, m.Frames, analysis.SegmentFilter{}, analysis.SortByAddress)
-	out := &State{Moment: m.MomentAt(st.Index), Total: analysis.SumSegments(infos)}
-	out.Moment.Allocated, out.Moment.Reserved = out.Total.Allocated, out.Total.Size
-	for _, si := range infos {
-		seg := StateSegment{SegmentInfo: si}
-		for _, b := range si.Blocks {
-			sb := StateBlock{Address: b.Address, Size: b.Size, Requested: b.RequestedSize, State: b.State.String(), Allocation: -1}
-			if b.State.Active() {
-				if e, ok := st.AllocIndex[b.Address]; ok {
-					if k, ok := m.IntervalOf(e); ok {
-						sb.Allocation = k
-					}
-				} else if k, ok := m.before()[b.Address]; ok {
-					sb.Allocation = k
-				}
-			}
-			seg.Blocks = append(seg.Blocks, sb)
-		}
-		out.Segments = append(out.Segments, seg)
+	ss := m.StateStream(st)
+	out := &State{Moment: ss.Moment, Total: ss.Total}
+	for k := range ss.Len() {
+		out.Segments = append(out.Segments, ss.Segment(k))
 	}
 	return out
+}
+
+// StateStream is a state as StateOf shapes it, its segments shaped one
+// at a time: a server writes them out as it goes rather than holding
+// every block of a large state twice (shaped and encoded).
+type StateStream struct {
+	Moment analysis.Moment
+	Total  analysis.SegmentInfo
+	m      *Model
+	st     *analysis.State
+	infos  []analysis.SegmentInfo
+}
+
+// StateStream starts shaping a captured state.
+func (m *Model) StateStream(st *analysis.State) *StateStream {
+	infos := analysis.MapSegments(st, m.Frames, analysis.SegmentFilter{}, analysis.SortByAddress)
+	ss := &StateStream{Moment: m.MomentAt(st.Index), Total: analysis.SumSegments(infos), m: m, st: st, infos: infos}
+	ss.Moment.Allocated, ss.Moment.Reserved = ss.Total.Allocated, ss.Total.Size
+	return ss
+}
+
+// Len is the number of segments.
+func (ss *StateStream) Len() int { return len(ss.infos) }
+
+// Segment shapes segment k (in address order).
+func (ss *StateStream) Segment(k int) StateSegment {
+	m, st, si := ss.m, ss.st, ss.infos[k]
+	seg := StateSegment{SegmentInfo: si}
+	if len(si.Blocks) > 0 {
+		seg.Blocks = make([]StateBlock, 0, len(si.Blocks))
+	}
+	for _, b := range si.Blocks {
+		sb := StateBlock{Address: b.Address, Size: b.Size, Requested: b.RequestedSize, State: b.State.String(), Allocation: -1}
+		if b.State.Active() {
+			if e, ok := st.AllocIndex[b.Address]; ok {
+				if k, ok := m.IntervalOf(e); ok {
+					sb.Allocation = k
+				}
+			} else if k, ok := m.before()[b.Address]; ok {
+				sb.Allocation = k
+			}
+		}
+		seg.Blocks = append(seg.Blocks, sb)
+	}
+	return seg
 }
 
 // before maps the address of each block allocated before the trace to its

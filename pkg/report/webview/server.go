@@ -9,12 +9,14 @@
 package webview
 
 import (
+	"bufio"
 	"crypto/rand"
 	"crypto/subtle"
 	_ "embed"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"runtime"
 	"runtime/debug"
@@ -181,12 +183,55 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 			return
 		}
-		s.reply(w, m.StateOf(st))
+		w.Header().Set("Content-Type", "application/json")
+		if err := writeState(w, m.StateStream(st)); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+		}
 	case "/api/events":
 		s.reply(w, m.Events(num("from", 0), min(num("count", 50), 1000)))
 	default:
 		http.NotFound(w, r)
 	}
+}
+
+// writeState writes a state as json.Encoder writes view.State (what
+// StateOf gives), one segment at a time: a state of a hundred thousand
+// blocks is tens of megabytes of JSON, which the encoder would hold
+// whole, besides every block shaped.
+func writeState(w io.Writer, ss *view.StateStream) error {
+	bw := bufio.NewWriterSize(w, 64<<10)
+	put := func(prefix string, v any) error {
+		b, err := json.Marshal(v)
+		if err != nil {
+			return err
+		}
+		bw.WriteString(prefix)
+		_, err = bw.Write(b)
+		return err
+	}
+	if err := put(`{"moment":`, ss.Moment); err != nil {
+		return err
+	}
+	if err := put(`,"total":`, ss.Total); err != nil {
+		return err
+	}
+	if ss.Len() == 0 {
+		bw.WriteString(`,"segments":null`)
+	}
+	for k := range ss.Len() {
+		prefix := ","
+		if k == 0 {
+			prefix = `,"segments":[`
+		}
+		if err := put(prefix, ss.Segment(k)); err != nil {
+			return err
+		}
+	}
+	if ss.Len() > 0 {
+		bw.WriteString("]")
+	}
+	bw.WriteString("}\n")
+	return bw.Flush()
 }
 
 func (s *Server) reply(w http.ResponseWriter, v any) {

@@ -1,6 +1,8 @@
 package webview
 
 import (
+	"bytes"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -8,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/memstat/memstat/internal/testsnap"
+	"github.com/memstat/memstat/pkg/analysis"
+	"github.com/memstat/memstat/pkg/view"
 )
 
 // TestCompactServer: the server answers the same once it keeps the trace
@@ -56,5 +60,40 @@ func TestCompactServer(t *testing.T) {
 		if got := get(p); got != first[p] {
 			t.Errorf("%s changed:\n%.300s\n%.300s", p, first[p], got)
 		}
+	}
+}
+
+// TestWriteState: the state written one segment at a time is, byte for
+// byte, what json.Encoder writes of the whole view.State.
+func TestWriteState(t *testing.T) {
+	fx := testsnap.Build(t)
+	m, err := view.Build(fx.Snapshot, 0, analysis.NewFrames(fx.Snapshot.Stacks, false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur := m.NewStateCursor()
+	for _, i := range []int{-1, 0, fx.PeakIndex, m.Entries() - 1} {
+		st, err := cur.At(i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want, got bytes.Buffer
+		if err := json.NewEncoder(&want).Encode(m.StateOf(st)); err != nil {
+			t.Fatal(err)
+		}
+		if err := writeState(&got, m.StateStream(st)); err != nil {
+			t.Fatal(err)
+		}
+		if got.String() != want.String() {
+			t.Errorf("entry %d:\n%.400s\nwant\n%.400s", i, got.String(), want.String())
+		}
+	}
+	// No segment at all.
+	var want, got bytes.Buffer
+	empty := &analysis.State{Index: -1}
+	json.NewEncoder(&want).Encode(m.StateOf(empty))
+	writeState(&got, m.StateStream(empty))
+	if got.String() != want.String() {
+		t.Errorf("no segment: %s, want %s", got.String(), want.String())
 	}
 }
