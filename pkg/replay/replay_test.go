@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/memstat/memstat/internal/randworkload"
 	"github.com/memstat/memstat/pkg/allocator"
 	"github.com/memstat/memstat/pkg/snapshot"
 )
@@ -44,10 +45,10 @@ func recordWorkloadCounting(t *testing.T, pc propCase, seed uint64, ops, maxEntr
 	if err := a.RecordHistory(allocator.HistoryOptions{Enabled: allocator.HistoryAll, Context: allocator.ContextAll, MaxEntries: maxEntries}); err != nil {
 		t.Fatal(err)
 	}
-	w := &workload{t: t, rng: rand.New(rand.NewPCG(seed, 5)), a: a, conf: pc.conf, scale: pc.scale, streams: pc.streams, pools: pc.pools}
+	w := &randworkload.Workload{T: t, Rng: rand.New(rand.NewPCG(seed, 5)), A: a, Name: pc.conf, Scale: pc.scale, Streams: pc.streams, Pools: pc.pools}
 	var emptyCaches int64
-	for i := range ops {
-		if w.step(i) == "empty_cache" {
+	for range ops {
+		if w.Step() == "empty_cache" {
 			emptyCaches++
 		}
 	}
@@ -403,9 +404,9 @@ func TestCloneIsIndependent(t *testing.T) {
 		if layout(c.Segments(), 0) != before || c.Stats() != st {
 			t.Fatal("clone differs")
 		}
-		w := &workload{t: t, rng: rand.New(rand.NewPCG(9, 9)), a: c, scale: pc.scale, streams: pc.streams}
-		for i := range 300 {
-			w.step(i)
+		w := &randworkload.Workload{T: t, Rng: rand.New(rand.NewPCG(9, 9)), A: c, Scale: pc.scale, Streams: pc.streams}
+		for range 300 {
+			w.Step()
 		}
 		if err := a.CheckInvariants(); err != nil {
 			t.Fatal(err)

@@ -1,4 +1,8 @@
-package replay
+// Package randworkload drives an allocator with seeded random operations:
+// the allocator's property tests check every invariant after each one, and
+// the replay's tests record the run and follow the recording. One generator
+// for both keeps their seeds meaning the same workload. Test support only.
+package randworkload
 
 import (
 	"errors"
@@ -12,28 +16,23 @@ import (
 	"github.com/memstat/memstat/pkg/snapshot"
 )
 
-// The random workload of the allocator's property tests
-// (pkg/allocator/property_test.go), on the exported API: the replay tests
-// record it and follow the recording.
-
-// workload drives an allocator with random operations. Everything random
+// Workload drives an allocator with random operations. Everything random
 // comes from one seeded generator, so a failure is reproducible from the
 // seed in its message.
-type workload struct {
-	t       *testing.T
-	rng     *rand.Rand
-	a       *allocator.Allocator
-	live    []uint64 // allocated addresses
-	pending []uint64 // FreeDeferred addresses not yet completed
-	conf    string
-	// scale bounds request sizes (a fraction of capacity keeps OOMs
+type Workload struct {
+	T       testing.TB
+	Rng     *rand.Rand
+	A       *allocator.Allocator
+	Live    []uint64 // allocated addresses
+	Pending []uint64 // FreeDeferred addresses not yet completed
+	Name    string   // names the run in failure messages
+	// Scale bounds request sizes (a fraction of capacity keeps OOMs
 	// occasional rather than constant).
-	scale     int64
-	streams   []int64
-	recording bool
-	ooms      int
-	// pools: capture into private pools now and then (poolStep).
-	pools     bool
+	Scale   int64
+	Streams []int64
+	OOMs    int // allocations that ran out of memory
+	// Pools: capture into private pools now and then (poolStep).
+	Pools     bool
 	livePools []snapshot.PoolID // pools with a user left
 	capture   *snapshot.PoolID  // the capture underway
 	memPool   bool              // ... is a use_mem_pool
@@ -44,8 +43,8 @@ type workload struct {
 // poolStep begins or ends a graph capture or use_mem_pool block (into a
 // new pool, or into a live one as pool=g.pool() does), or releases a
 // pool (graph reset, MemPool destructor).
-func (w *workload) poolStep() string {
-	a := w.a
+func (w *Workload) poolStep() string {
+	a := w.A
 	if w.capture != nil {
 		id := *w.capture
 		if err := a.EndAllocateToPool(id); err != nil {
@@ -60,8 +59,8 @@ func (w *workload) poolStep() string {
 		w.capture = nil
 		return "end_capture"
 	}
-	if len(w.livePools) > 0 && w.rng.IntN(3) == 0 {
-		j := w.rng.IntN(len(w.livePools))
+	if len(w.livePools) > 0 && w.Rng.IntN(3) == 0 {
+		j := w.Rng.IntN(len(w.livePools))
 		id := w.livePools[j]
 		w.livePools = slices.Delete(w.livePools, j, j+1)
 		if err := a.ReleasePool(id); err != nil {
@@ -70,11 +69,11 @@ func (w *workload) poolStep() string {
 		return "release_pool"
 	}
 	var id snapshot.PoolID
-	reuse := len(w.livePools) > 0 && w.rng.IntN(3) == 0
+	reuse := len(w.livePools) > 0 && w.Rng.IntN(3) == 0
 	if reuse {
-		id = w.livePools[w.rng.IntN(len(w.livePools))]
+		id = w.livePools[w.Rng.IntN(len(w.livePools))]
 	}
-	w.memPool = a.Version().HasMemPool() && w.rng.IntN(2) == 0
+	w.memPool = a.Version().HasMemPool() && w.Rng.IntN(2) == 0
 	switch {
 	case w.memPool:
 		if !reuse || id[1] == 0 {
@@ -93,7 +92,7 @@ func (w *workload) poolStep() string {
 			w.nextGraph++
 			id = snapshot.PoolID{w.nextGraph, 0}
 		}
-		stream := w.streams[w.rng.IntN(len(w.streams))]
+		stream := w.Streams[w.Rng.IntN(len(w.Streams))]
 		if err := a.BeginAllocateToPool(id, allocator.PoolKindGraph, allocator.StreamFilter{Stream: stream}); err != nil {
 			w.fail("capture_begin", err)
 		}
@@ -104,10 +103,10 @@ func (w *workload) poolStep() string {
 	return "begin_capture"
 }
 
-// size draws a request: mostly small tensors, many medium ones, a few
+// Size draws a request: mostly small tensors, many medium ones, a few
 // large ones, with odd sizes so that rounding matters.
-func (w *workload) size() int64 {
-	r := w.rng.Float64()
+func (w *Workload) Size() int64 {
+	r := w.Rng.Float64()
 	var lo, hi float64
 	switch {
 	case r < 0.4:
@@ -115,58 +114,61 @@ func (w *workload) size() int64 {
 	case r < 0.85:
 		lo, hi = 1<<20, 30<<20
 	default:
-		lo, hi = 30<<20, float64(w.scale)
+		lo, hi = 30<<20, float64(w.Scale)
 	}
 	// Log-uniform between lo and hi.
-	x := lo * math.Pow(hi/lo, w.rng.Float64())
+	x := lo * math.Pow(hi/lo, w.Rng.Float64())
 	n := int64(x)
-	if w.rng.IntN(4) == 0 {
+	if w.Rng.IntN(4) == 0 {
 		n = n &^ 511 // whole multiples of 512 are common in practice
 	}
 	return max(n, 1)
 }
 
-func (w *workload) fail(op string, err error) {
-	w.t.Helper()
-	w.t.Fatalf("%s after %s: %v", w.conf, op, err)
+func (w *Workload) fail(op string, err error) {
+	w.T.Helper()
+	w.T.Fatalf("%s after %s: %v", w.Name, op, err)
 }
 
-func (w *workload) step(i int) string {
-	a := w.a
-	stack := snapshot.StackID(w.rng.IntN(5))
-	if w.pools && w.rng.IntN(100) < 3 {
+// Step applies one random operation (an allocation, a free, a deferred
+// free, record_stream, a stream synchronisation, empty_cache, a snapshot
+// check, now and then a pool step) and names it for failure messages.
+func (w *Workload) Step() string {
+	a := w.A
+	stack := snapshot.StackID(w.Rng.IntN(5))
+	if w.Pools && w.Rng.IntN(100) < 3 {
 		return w.poolStep()
 	}
-	switch r := w.rng.IntN(100); {
-	case r < 45 || len(w.live) == 0:
-		size := w.size()
-		stream := w.streams[w.rng.IntN(len(w.streams))]
+	switch r := w.Rng.IntN(100); {
+	case r < 45 || len(w.Live) == 0:
+		size := w.Size()
+		stream := w.Streams[w.Rng.IntN(len(w.Streams))]
 		addr, err := a.Malloc(size, stream, stack)
 		var oom *allocator.OOMError
 		switch {
 		case errors.As(err, &oom):
-			w.ooms++
+			w.OOMs++
 			if oom.Error() == "" || oom.AllocSize < size {
 				w.fail("oom", fmt.Errorf("bad OOM error %+v", oom))
 			}
 		case err != nil:
 			w.fail("malloc", err)
 		default:
-			if addr == 0 || slices.Contains(w.live, addr) {
+			if addr == 0 || slices.Contains(w.Live, addr) {
 				w.fail("malloc", fmt.Errorf("address %#x handed out twice", addr))
 			}
-			w.live = append(w.live, addr)
+			w.Live = append(w.Live, addr)
 		}
 		return fmt.Sprintf("malloc(%d, s%d)", size, stream)
 	case r < 80:
-		j := w.rng.IntN(len(w.live))
-		addr := w.live[j]
-		w.live = slices.Delete(w.live, j, j+1)
-		if w.rng.IntN(8) == 0 {
+		j := w.Rng.IntN(len(w.Live))
+		addr := w.Live[j]
+		w.Live = slices.Delete(w.Live, j, j+1)
+		if w.Rng.IntN(8) == 0 {
 			if err := a.FreeDeferred(addr, stack); err != nil {
 				w.fail("free deferred", err)
 			}
-			w.pending = append(w.pending, addr)
+			w.Pending = append(w.Pending, addr)
 			return "free_deferred"
 		}
 		if err := a.Free(addr, stack); err != nil {
@@ -174,18 +176,18 @@ func (w *workload) step(i int) string {
 		}
 		return "free"
 	case r < 88:
-		addr := w.live[w.rng.IntN(len(w.live))]
-		if err := a.RecordStream(addr, w.streams[w.rng.IntN(len(w.streams))]); err != nil {
+		addr := w.Live[w.Rng.IntN(len(w.Live))]
+		if err := a.RecordStream(addr, w.Streams[w.Rng.IntN(len(w.Streams))]); err != nil {
 			w.fail("record_stream", err)
 		}
 		return "record_stream"
 	case r < 94:
-		a.CompleteStreamEvents(w.streams[w.rng.IntN(len(w.streams))])
+		a.CompleteStreamEvents(w.Streams[w.Rng.IntN(len(w.Streams))])
 		return "complete_events"
-	case r < 96 && len(w.pending) > 0:
-		j := w.rng.IntN(len(w.pending))
-		addr := w.pending[j]
-		w.pending = slices.Delete(w.pending, j, j+1)
+	case r < 96 && len(w.Pending) > 0:
+		j := w.Rng.IntN(len(w.Pending))
+		addr := w.Pending[j]
+		w.Pending = slices.Delete(w.Pending, j, j+1)
 		// The block may already have been completed by a synchronization.
 		if a.PendingFree(addr) {
 			if err := a.CompletePendingFree(addr, stack); err != nil {
@@ -195,7 +197,7 @@ func (w *workload) step(i int) string {
 		return "complete_pending"
 	case r < 98:
 		a.EmptyCache(stack)
-		w.pending = w.pending[:0]
+		w.Pending = w.Pending[:0]
 		return "empty_cache"
 	default:
 		segs := a.Segments()
@@ -215,15 +217,4 @@ func (w *workload) step(i int) string {
 		}
 		return "snapshot"
 	}
-}
-
-type propCase struct {
-	conf     string
-	v        allocator.Version
-	capacity int64
-	fraction float64
-	streams  []int64
-	scale    int64
-	toggle   bool // switch expandable segments on and off at runtime
-	pools    bool // graph captures and MemPools (workload.poolStep)
 }
