@@ -64,6 +64,11 @@ type Server struct {
 	AllFrames bool
 	// First is the device the page opens (-1: the first with a trace).
 	First int
+	// CursorHeld, if set, is called when the state pane's cursor (a
+	// second replay and a decoded copy of the trace) is made (true) and
+	// let go (false), with the server's lock held: the command collects
+	// less often while it is held.
+	CursorHeld func(held bool)
 	// Config is the allocator configuration line the settings panel shows
 	// per device (from the replay); filled as devices are built.
 	mu     sync.Mutex
@@ -176,6 +181,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		if s.cursor == nil {
 			s.cursor = m.NewStateCursor()
+			s.cursorHeld(true)
 		}
 		s.keepCursor()
 		st, err := s.cursor.At(at)
@@ -256,6 +262,9 @@ func (s *Server) modelOf(device int) (*view.Model, error) {
 	if device < 0 || device >= s.Snap.Devices() {
 		return nil, fmt.Errorf("no device %d (the snapshot has %d)", device, s.Snap.Devices())
 	}
+	if s.cursor != nil {
+		s.cursorHeld(false)
+	}
 	s.model, s.cursor = nil, nil
 	snap := s.Snap
 	if s.traces != nil {
@@ -299,10 +308,19 @@ func (s *Server) keepCursor() {
 	s.idle.Reset(CursorIdle)
 }
 
+func (s *Server) cursorHeld(held bool) {
+	if s.CursorHeld != nil {
+		s.CursorHeld(held)
+	}
+}
+
 func (s *Server) dropCursor() {
 	s.mu.Lock()
 	had := s.cursor != nil
 	s.cursor = nil
+	if had {
+		s.cursorHeld(false)
+	}
 	s.mu.Unlock()
 	if had {
 		debug.FreeOSMemory() // the decoded trace and the simulator, now
