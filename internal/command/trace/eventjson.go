@@ -21,7 +21,11 @@ func appendEvent(b []byte, je *jsonEvent) []byte {
 	b = append(b, `{"record":`...)
 	b = appendString(b, je.Record)
 	b = append(b, `,"file":`...)
-	b = appendString(b, je.File)
+	if je.fileJSON != nil {
+		b = append(b, je.fileJSON...)
+	} else {
+		b = appendString(b, je.File)
+	}
 	if je.Device != nil {
 		b = append(b, `,"device":`...)
 		b = strconv.AppendInt(b, int64(*je.Device), 10)
@@ -70,11 +74,18 @@ func appendEvent(b []byte, je *jsonEvent) []byte {
 		b = appendString(b, ev.Phase)
 	}
 	b = append(b, `,"where":`...)
-	b = appendString(b, je.Where)
-	b = append(b, `,"frame":`...)
-	if f := je.Frame; f == nil {
-		b = append(b, "null"...)
+	if je.where != nil {
+		b = appendString(b, je.where)
 	} else {
+		b = appendString(b, je.Where)
+	}
+	b = append(b, `,"frame":`...)
+	switch f := je.Frame; {
+	case f == nil:
+		b = append(b, "null"...)
+	case je.frameJSON != nil:
+		b = append(b, je.frameJSON...)
+	default:
 		b = appendFrame(b, f)
 	}
 	return append(b, "}\n"...)
@@ -94,13 +105,13 @@ func appendFrame(b []byte, f *report.FrameJSON) []byte {
 
 // appendString quotes s as encoding/json does with HTML escaping off:
 // plain printable ASCII as it is, anything else through encoding/json.
-func appendString(b []byte, s string) []byte {
+func appendString[S ~string | ~[]byte](b []byte, s S) []byte {
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; c < 0x20 || c >= utf8.RuneSelf || c == '"' || c == '\\' {
 			var q bytes.Buffer
 			enc := json.NewEncoder(&q)
 			enc.SetEscapeHTML(false)
-			enc.Encode(s) // a string always encodes
+			enc.Encode(string(s)) // a string always encodes
 			return append(b, bytes.TrimSuffix(q.Bytes(), []byte("\n"))...)
 		}
 	}

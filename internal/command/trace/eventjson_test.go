@@ -29,6 +29,15 @@ func TestEventJSON(t *testing.T) {
 		if got := appendEvent(nil, je); !bytes.Equal(got, ref.Bytes()) {
 			t.Fatalf("appendEvent:\n got %s\nwant %s", got, ref.Bytes())
 		}
+		// With the parts jsonLines encodes once.
+		once := *je
+		once.fileJSON, once.where = appendString([]byte{}, je.File), []byte(je.Where)
+		if je.Frame != nil {
+			once.frameJSON = appendFrame(nil, je.Frame)
+		}
+		if got := appendEvent(nil, &once); !bytes.Equal(got, ref.Bytes()) {
+			t.Fatalf("appendEvent, parts encoded once:\n got %s\nwant %s", got, ref.Bytes())
+		}
 	}
 	n := 0
 	for _, fn := range realdata.Files(t) {

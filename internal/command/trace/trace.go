@@ -375,7 +375,15 @@ type jsonLines struct {
 	opts   *Options
 	dev    int
 	ev     jsonEvent
-	frames map[snapshot.StackID]*report.FrameJSON
+	frames map[snapshot.StackID]*frameEncoded
+	// fileJSON and where: see jsonEvent.
+	fileJSON, where []byte
+}
+
+// frameEncoded is a stack's frame and its JSON object, encoded once.
+type frameEncoded struct {
+	frame report.FrameJSON
+	json  []byte
 }
 
 type jsonRecord struct {
@@ -389,10 +397,15 @@ type jsonEvent struct {
 	analysis.TraceEvent
 	Where string            `json:"where"`
 	Frame *report.FrameJSON `json:"frame"`
+	// What jsonLines encodes once, not for every event (appendEvent
+	// writes them when set): the file as a JSON string, the frame as a
+	// JSON object, and the where text (report.AppendWhere) in place of
+	// Where.
+	fileJSON, frameJSON, where []byte
 }
 
 func newJSONLines(w io.Writer, opts *Options) *jsonLines {
-	j := &jsonLines{w: w, enc: json.NewEncoder(w), opts: opts, frames: map[snapshot.StackID]*report.FrameJSON{}}
+	j := &jsonLines{w: w, enc: json.NewEncoder(w), opts: opts, frames: map[snapshot.StackID]*frameEncoded{}}
 	j.enc.SetEscapeHTML(false)
 	// The header is the envelope every --json has, less its results
 	// (report.JSONLHeader).
@@ -417,16 +430,21 @@ func (j *jsonLines) begin(device int, w *analysis.TraceWalk) error {
 }
 
 func (j *jsonLines) event(ev *analysis.TraceEvent) error {
+	if j.fileJSON == nil {
+		j.fileJSON = appendString([]byte{}, j.opts.File)
+	}
 	je := &j.ev
-	*je = jsonEvent{jsonRecord: jsonRecord{Record: "event", File: j.opts.File, Device: &j.dev}, TraceEvent: *ev, Where: report.Where(*ev)}
+	j.where = report.AppendWhere(j.where[:0], ev)
+	*je = jsonEvent{jsonRecord: jsonRecord{Record: "event", File: j.opts.File, Device: &j.dev}, TraceEvent: *ev,
+		fileJSON: j.fileJSON, where: j.where}
 	if ev.Site != analysis.NoStackFrame {
 		f, ok := j.frames[ev.SiteStack]
 		if !ok {
 			r := report.FrameRecord(ev.Site)
-			f = &r
+			f = &frameEncoded{r, appendFrame(nil, &r)}
 			j.frames[ev.SiteStack] = f
 		}
-		je.Frame = f
+		je.Frame, je.frameJSON = &f.frame, f.json
 	}
 	j.buf = appendEvent(j.buf[:0], je)
 	_, err := j.w.Write(j.buf)
