@@ -1,6 +1,7 @@
 package analysis
 
 import (
+	"math"
 	"strconv"
 	"strings"
 
@@ -219,11 +220,14 @@ type Frames struct {
 	stacks    *snapshot.Stacks
 	allFrames bool
 	cache     map[snapshot.StackID]*stackView
-	// sites caches Site alone (a listing of a trace needs nothing else);
-	// kinds caches ClassifyFrame by frame, 1 + the kind (0: not yet):
-	// stacks share most of their frames.
-	sites map[snapshot.StackID]snapshot.Frame
-	kinds []uint8
+	// sites caches Site alone (a listing of a trace needs nothing else):
+	// siteAt[id] is 1 + the index in sites of stack id's site (0: not
+	// yet), an index rather than a map lookup per entry (StackIDs are
+	// dense), 4 bytes a stack. kinds caches ClassifyFrame by frame, 1 +
+	// the kind (0: not yet): stacks share most of their frames.
+	sites  []snapshot.Frame
+	siteAt []int32
+	kinds  []uint8
 }
 
 type stackView struct {
@@ -238,7 +242,7 @@ func NewFrames(stacks *snapshot.Stacks, allFrames bool) *Frames {
 	if stacks == nil {
 		stacks = snapshot.NewStacks()
 	}
-	return &Frames{stacks: stacks, allFrames: allFrames, cache: make(map[snapshot.StackID]*stackView), sites: make(map[snapshot.StackID]snapshot.Frame)}
+	return &Frames{stacks: stacks, allFrames: allFrames, cache: make(map[snapshot.StackID]*stackView)}
 }
 
 // AllFrames reports whether internal frames are shown.
@@ -318,15 +322,22 @@ func (fr *Frames) view(id snapshot.StackID) *stackView {
 // innermost frame of the user's own code when there is one (see
 // ClassifyFrame), NoStackFrame for an empty stack.
 func (fr *Frames) Site(id snapshot.StackID) snapshot.Frame {
+	if int(id) < len(fr.siteAt) && fr.siteAt[id] > 0 {
+		return fr.sites[fr.siteAt[id]-1]
+	}
 	if v, ok := fr.cache[id]; ok {
 		return v.site
 	}
-	if f, ok := fr.sites[id]; ok {
-		return f
-	}
 	ids := fr.stacks.Stack(id)
 	f := siteOf(func(i int) snapshot.Frame { return fr.stacks.Frame(ids[i]) }, fr.kindsOf(id))
-	fr.sites[id] = f
+	if int(id) >= len(fr.siteAt) {
+		n := max(int(id)+1, fr.stacks.NumStacks()+1)
+		fr.siteAt = append(fr.siteAt, make([]int32, n-len(fr.siteAt))...)
+	}
+	if len(fr.sites) < math.MaxInt32 {
+		fr.sites = append(fr.sites, f)
+		fr.siteAt[id] = int32(len(fr.sites))
+	}
 	return f
 }
 

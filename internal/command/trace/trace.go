@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -279,18 +280,17 @@ type textTrace struct {
 	withTime bool
 	// line holds a row's cells one after another and cells slices it:
 	// one buffer for every row, not a string per cell.
-	line   []byte
-	cells  [][]byte
-	frames map[frameKey]string
-}
-
-type frameKey struct {
-	stack   snapshot.StackID
-	ofAlloc bool
+	line  []byte
+	cells [][]byte
+	// frames holds each site cell's text, made once; frameAt[2*stack +
+	// (1 if of the alloc)] is 1 + its index (0: not yet): an index per
+	// entry, not a map lookup.
+	frames  []string
+	frameAt []int32
 }
 
 func newTextTrace(w io.Writer, opts *Options) *textTrace {
-	return &textTrace{doc: report.NewDoc(w, opts.Format), opts: opts, format: opts.Format, frames: map[frameKey]string{}}
+	return &textTrace{doc: report.NewDoc(w, opts.Format), opts: opts, format: opts.Format}
 }
 
 func (t *textTrace) noTrace() { t.doc.Line("%s", noTrace) }
@@ -311,11 +311,19 @@ func (t *textTrace) event(ev *analysis.TraceEvent) error {
 		t.table = report.NewTableStream(t.doc.BeginBlock(), t.format, cols, 0)
 		t.cells = make([][]byte, 0, len(cols))
 	}
-	k := frameKey{ev.SiteStack, ev.SiteOfAlloc}
-	frame, ok := t.frames[k]
-	if !ok {
-		frame = report.TraceFrame(ev)
-		t.frames[k] = frame
+	slot := 2 * int(ev.SiteStack)
+	if ev.SiteOfAlloc {
+		slot++
+	}
+	if slot >= len(t.frameAt) {
+		t.frameAt = append(t.frameAt, make([]int32, slot+1-len(t.frameAt))...)
+	}
+	var frame string
+	if k := t.frameAt[slot]; k > 0 {
+		frame = t.frames[k-1]
+	} else if frame = report.TraceFrame(ev); len(t.frames) < math.MaxInt32 {
+		t.frames = append(t.frames, frame)
+		t.frameAt[slot] = int32(len(t.frames))
 	}
 	// The cells' ends in line (line may move as it grows: sliced after).
 	var ends [9]int
