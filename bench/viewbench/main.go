@@ -45,7 +45,11 @@ type result struct {
 	FirstGroupMS float64 `json:"first_group_by_ms"`
 	StateMS      float64 `json:"state_at_peak_ms"`
 	StepMS       float64 `json:"state_next_entry_ms"`
-	PeakRSSKB    int64   `json:"peak_rss_kb"`
+	// StateKB and StepKB are the sizes of those two answers (the JSON
+	// the page parses on each step).
+	StateKB   float64 `json:"state_at_peak_kb"`
+	StepKB    float64 `json:"state_next_entry_kb"`
+	PeakRSSKB int64   `json:"peak_rss_kb"`
 	// JSHeapMB is the page's largest JavaScript heap (Chromium's
 	// Performance.getMetrics JSHeapUsedSize) over the first picture and
 	// the zooms and pans of the browser pass; -1 without -chromium.
@@ -186,14 +190,14 @@ func run(bin, file string, n, width int, chromium string) error {
 	res.P90MS = lat[len(lat)*9/10]
 	res.MaxMS = lat[len(lat)-1]
 	peak := ov.Marks.PeakAllocated.Index
-	if _, d, err = get("/api/state", fmt.Sprintf("%s&at=%d", dev, peak)); err != nil {
+	if b, d, err = get("/api/state", fmt.Sprintf("%s&at=%d", dev, peak)); err != nil {
 		return err
 	}
-	res.StateMS = float64(d.Microseconds()) / 1000
-	if _, d, err = get("/api/state", fmt.Sprintf("%s&at=%d", dev, min(peak+1, ov.Entries-1))); err != nil {
+	res.StateMS, res.StateKB = float64(d.Microseconds())/1000, float64(len(b))/1024
+	if b, d, err = get("/api/state", fmt.Sprintf("%s&at=%d", dev, min(peak+1, ov.Entries-1))); err != nil {
 		return err
 	}
-	res.StepMS = float64(d.Microseconds()) / 1000
+	res.StepMS, res.StepKB = float64(d.Microseconds())/1000, float64(len(b))/1024
 	res.PeakRSSKB = vmHWM(cmd.Process.Pid)
 	res.JSHeapMB = -1
 	if chromium != "" {

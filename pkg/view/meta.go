@@ -222,6 +222,10 @@ func (m *Model) StateStream(st *analysis.State) *StateStream {
 // Len is the number of segments.
 func (ss *StateStream) Len() int { return len(ss.infos) }
 
+// Info is segment k's figures (in address order) without its blocks
+// shaped: what a page draws for a segment it shows no blocks of.
+func (ss *StateStream) Info(k int) *analysis.SegmentInfo { return &ss.infos[k] }
+
 // Segment shapes segment k (in address order).
 func (ss *StateStream) Segment(k int) StateSegment {
 	m, st, si := ss.m, ss.st, ss.infos[k]

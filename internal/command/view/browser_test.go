@@ -243,13 +243,6 @@ func checkView(t *testing.T, path, peakSite, name string) {
 	b.do(t, chromedp.MouseClickXY(pt.X, pt.Y))
 	b.waitFor(t, "the segments", `memstat.selected() >= 0 && memstat.drawnSegments().length > 0`)
 	sel := eval[int](t, b, `memstat.selected()`)
-	type seg struct {
-		Address uint64   `json:"address"`
-		Size    int64    `json:"size"`
-		Blocks  []string `json:"blocks"`
-	}
-	b.waitFor(t, "the state of the selected entry", `document.getElementById('stateTitle').textContent === 'after entry ' + memstat.selected()`)
-	drawn := eval[[]seg](t, b, `memstat.drawnSegments()`)
 	s, err := snapshot.Load(path)
 	if err != nil {
 		t.Fatal(err)
@@ -262,24 +255,84 @@ func checkView(t *testing.T, path, peakSite, name string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(drawn) != min(len(m.Segments), 500) {
-		t.Fatalf("drew %d segments after entry %d, segments --at has %d", len(drawn), sel, len(m.Segments))
+	b.waitFor(t, "the state of the selected entry", `document.getElementById('stateTitle').textContent === 'after entry ' + memstat.selected()`)
+	checkDrawnSegments(t, b, sel, m)
+	// A state of more segments than the pane shows comes in parts: the
+	// rows scrolled into view get their blocks from a second request.
+	if v := eval[stateView](t, b, `memstat.stateView()`); v.Count > v.Last+1 {
+		b.do(t, chromedp.Evaluate[chromedp.Void](`document.getElementById('segmentsBox').scrollTop = 1e9`))
+		b.waitFor(t, "the last rows' blocks", fmt.Sprintf(`(() => { const v = memstat.stateView(); return v.last === %d && v.missing === 0; })()`, v.Count-1))
+		checkDrawnSegments(t, b, sel, m)
+		b.shot(t, name+"-state-scrolled.png")
+		parts := 0
+		b.mu.Lock()
+		for _, r := range b.requests {
+			if strings.Contains(r, "/api/state?") && strings.Contains(r, fmt.Sprintf("at=%d&", sel)) {
+				parts++
+			}
+		}
+		b.mu.Unlock()
+		if parts < 2 {
+			t.Errorf("the state after entry %d (%d segments, %d rows on screen) came in %d request(s), want it in parts", sel, v.Count, v.Last-v.First+1, parts)
+		}
+		b.do(t, chromedp.Evaluate[chromedp.Void](`document.getElementById('segmentsBox').scrollTop = 0`))
+	} else {
+		t.Logf("the state after entry %d has %d segments: all on screen, one request", sel, v.Count)
 	}
-	for i, d := range drawn {
-		w := m.Segments[i]
+	// The arrow key steps to the next event.
+	b.do(t, chromedp.KeyEvent(kb.ArrowRight))
+	next := min(sel+1, ov.Entries-1)
+	b.waitFor(t, "the next event", fmt.Sprintf(`memstat.selected() === %d`, next))
+	b.waitFor(t, "the next event's state", fmt.Sprintf(`(() => { const v = memstat.stateView(); return v.at === %d && v.missing === 0; })()`, next))
+	m, err = analysis.Segments(rp, analysis.NewFrames(s.Stacks, false), next, analysis.SegmentFilter{}, analysis.SortByAddress)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkDrawnSegments(t, b, next, m)
+	b.shot(t, name+"-state.png")
+	b.check(t, base)
+}
+
+// stateView is the page's memstat.stateView(): the state shown and its
+// rows on screen.
+type stateView struct {
+	At      int `json:"at"`
+	Count   int `json:"count"`
+	First   int `json:"first"`
+	Last    int `json:"last"`
+	Missing int `json:"missing"`
+}
+
+// checkDrawnSegments: the rows the state pane shows are on screen with
+// their blocks, and each is the segment `segments --at N` lists at that
+// row (address order), block for block.
+func checkDrawnSegments(t *testing.T, b *browser, at int, m *analysis.SegmentMap) {
+	t.Helper()
+	b.waitFor(t, "every row on screen with its blocks", fmt.Sprintf(`(() => { const v = memstat.stateView(); return v.at === %d && v.missing === 0; })()`, at))
+	type seg struct {
+		Index   int      `json:"index"`
+		Address uint64   `json:"address"`
+		Size    int64    `json:"size"`
+		Blocks  []string `json:"blocks"`
+	}
+	v := eval[stateView](t, b, `memstat.stateView()`)
+	drawn := eval[[]seg](t, b, `memstat.drawnSegments()`)
+	if v.Count != len(m.Segments) || len(drawn) == 0 || len(drawn) != v.Last-v.First+1 {
+		t.Fatalf("after entry %d: the pane has %d segments and drew %d rows (%d-%d); segments --at has %d", at, v.Count, len(drawn), v.First, v.Last, len(m.Segments))
+	}
+	for k, d := range drawn {
+		if d.Index != v.First+k {
+			t.Fatalf("after entry %d: row %d drawn as row %d", at, v.First+k, d.Index)
+		}
+		w := m.Segments[d.Index]
 		var blocks []string
 		for _, bl := range w.Blocks {
 			blocks = append(blocks, fmt.Sprintf("%s:%d", bl.State, bl.Size))
 		}
 		if d.Address != w.Address || d.Size != w.Size || strings.Join(d.Blocks, ",") != strings.Join(blocks, ",") {
-			t.Errorf("segment %d after entry %d: drew %+v, segments --at has %#x %d %v", i, sel, d, w.Address, w.Size, blocks)
+			t.Errorf("segment %d after entry %d: drew %+v, segments --at has %#x %d %v", d.Index, at, d, w.Address, w.Size, blocks)
 		}
 	}
-	// The arrow key steps to the next event.
-	b.do(t, chromedp.KeyEvent(kb.ArrowRight))
-	b.waitFor(t, "the next event", fmt.Sprintf(`memstat.selected() === %d`, min(sel+1, ov.Entries-1)))
-	b.shot(t, name+"-state.png")
-	b.check(t, base)
 }
 
 func getJSON(t *testing.T, u string, out any) {

@@ -75,6 +75,9 @@ type Server struct {
 	device int
 	model  *view.Model
 	cursor *analysis.StateCursor
+	// state is the last state the pane asked for (dropped with the
+	// cursor).
+	state  *view.StateStream
 	config map[int]string
 	// traces holds every device's trace, compact, once the first model
 	// is built; Snap is then the snapshot without them (view.Bare).
@@ -179,18 +182,18 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, fmt.Sprintf("no trace entry %d (the trace has %d)", at, m.Entries()), http.StatusBadRequest)
 			return
 		}
-		if s.cursor == nil {
-			s.cursor = m.NewStateCursor()
-			s.cursorHeld(true)
+		part := StatePart{From: num("from", 0), Count: num("count", DefaultStateSegments), Summary: q.Get("summary") != "0"}
+		if part.From < 0 || part.Count < 0 || part.Count > MaxStateSegments {
+			http.Error(w, fmt.Sprintf("segments from %d, count %d: want from >= 0 and 0 <= count <= %d", part.From, part.Count, MaxStateSegments), http.StatusBadRequest)
+			return
 		}
-		s.keepCursor()
-		st, err := s.cursor.At(at)
+		ss, err := s.stateAt(m, at)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
-		if err := writeState(w, m.StateStream(st)); err != nil {
+		if err := writeState(w, ss, part); err != nil {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 		}
 	case "/api/events":
@@ -200,11 +203,36 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// writeState writes a state as json.Encoder writes view.State (what
-// StateOf gives), one segment at a time: a state of a hundred thousand
-// blocks is tens of megabytes of JSON, which the encoder would hold
-// whole, besides every block shaped.
-func writeState(w io.Writer, ss *view.StateStream) error {
+// StatePart is how much of a state one answer of /api/state carries: the
+// blocks of the segments From..From+Count-1 (in address order), those the
+// page draws, and, with Summary, one row of figures for every segment.
+// A state of a large run has thousands of segments and a hundred
+// thousand blocks (tens of megabytes of JSON); the page shows a few dozen
+// rows at a time and asks for the blocks of others as they scroll into
+// view, so a step costs what the screen shows.
+type StatePart struct {
+	From, Count int
+	Summary     bool
+}
+
+// DefaultStateSegments is the blocks an answer carries when the page does
+// not say (a screenful), MaxStateSegments the most it may ask for.
+const (
+	DefaultStateSegments = 64
+	MaxStateSegments     = 1000
+)
+
+// writeState writes part of a state:
+//
+//	{"moment": {...}, "total": {...}, "count": segments, "largest": bytes of the largest,
+//	 "pools": [names], "summary": [[address, size, allocated, pending free, free, blocks, pool, stream, expandable], ...],
+//	 "from": From, "segments": [view.StateSegment of From.., at most Count]}
+//
+// summary (with pools, which its pool column indexes) only when
+// part.Summary; a summary row is a few dozen bytes where a segment's
+// blocks are tens of bytes each. The segments are written one at a time:
+// the encoder would hold them whole, besides every block shaped.
+func writeState(w io.Writer, ss *view.StateStream, part StatePart) error {
 	bw := bufio.NewWriterSize(w, 64<<10)
 	put := func(prefix string, v any) error {
 		b, err := json.Marshal(v)
@@ -221,23 +249,91 @@ func writeState(w io.Writer, ss *view.StateStream) error {
 	if err := put(`,"total":`, ss.Total); err != nil {
 		return err
 	}
-	if ss.Len() == 0 {
-		bw.WriteString(`,"segments":null`)
+	n := ss.Len()
+	var largest int64
+	for k := range n {
+		largest = max(largest, ss.Info(k).Size)
 	}
-	for k := range ss.Len() {
+	buf := fmt.Appendf(nil, `,"count":%d,"largest":%d`, n, largest)
+	if part.Summary {
+		pools := map[string]int{}
+		var names []string
+		buf = append(buf, `,"summary":[`...)
+		for k := range n {
+			si := ss.Info(k)
+			p, ok := pools[si.Pool]
+			if !ok {
+				p = len(names)
+				pools[si.Pool] = p
+				names = append(names, si.Pool)
+			}
+			if k > 0 {
+				buf = append(buf, ',')
+			}
+			buf = append(buf, '[')
+			buf = strconv.AppendUint(buf, si.Address, 10)
+			for _, v := range [...]int64{si.Size, si.Allocated, si.Pending, si.Free, int64(len(si.Blocks)), int64(p), si.Stream} {
+				buf = append(buf, ',')
+				buf = strconv.AppendInt(buf, v, 10)
+			}
+			if si.Expandable {
+				buf = append(buf, ",1]"...)
+			} else {
+				buf = append(buf, ",0]"...)
+			}
+			if len(buf) > 32<<10 {
+				bw.Write(buf)
+				buf = buf[:0]
+			}
+		}
+		buf = append(buf, ']')
+		bw.Write(buf)
+		buf = buf[:0]
+		if names == nil {
+			names = []string{}
+		}
+		if err := put(`,"pools":`, names); err != nil {
+			return err
+		}
+	} else {
+		bw.Write(buf)
+		buf = buf[:0]
+	}
+	from := min(part.From, n)
+	to := min(from+part.Count, n)
+	fmt.Fprintf(bw, `,"from":%d,"segments":[`, from)
+	for k := from; k < to; k++ {
 		prefix := ","
-		if k == 0 {
-			prefix = `,"segments":[`
+		if k == from {
+			prefix = ""
 		}
 		if err := put(prefix, ss.Segment(k)); err != nil {
 			return err
 		}
 	}
-	if ss.Len() > 0 {
-		bw.WriteString("]")
-	}
-	bw.WriteString("}\n")
+	bw.WriteString("]}\n")
 	return bw.Flush()
+}
+
+// stateAt is the state after entry at, shaped a segment at a time; the
+// last one is kept with the cursor, so that the page's requests for the
+// blocks of other segments of the same state cost no replay and no copy.
+func (s *Server) stateAt(m *view.Model, at int) (*view.StateStream, error) {
+	if s.cursor == nil {
+		s.cursor = m.NewStateCursor()
+		s.cursorHeld(true)
+	}
+	s.keepCursor()
+	if s.state != nil && s.state.Moment.Index == at {
+		return s.state, nil
+	}
+	s.state = nil
+	st, err := s.cursor.At(at)
+	if err != nil {
+		return nil, err
+	}
+	s.state = m.StateStream(st)
+	return s.state, nil
 }
 
 func (s *Server) reply(w http.ResponseWriter, v any) {
@@ -265,7 +361,7 @@ func (s *Server) modelOf(device int) (*view.Model, error) {
 	if s.cursor != nil {
 		s.cursorHeld(false)
 	}
-	s.model, s.cursor = nil, nil
+	s.model, s.cursor, s.state = nil, nil, nil
 	snap := s.Snap
 	if s.traces != nil {
 		snap = view.WithTrace(s.Snap, device, s.traces[device])
@@ -317,7 +413,7 @@ func (s *Server) cursorHeld(held bool) {
 func (s *Server) dropCursor() {
 	s.mu.Lock()
 	had := s.cursor != nil
-	s.cursor = nil
+	s.cursor, s.state = nil, nil
 	if had {
 		s.cursorHeld(false)
 	}

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/memstat/memstat/internal/testsnap"
@@ -63,8 +64,23 @@ func TestCompactServer(t *testing.T) {
 	}
 }
 
-// TestWriteState: the state written one segment at a time is, byte for
-// byte, what json.Encoder writes of the whole view.State.
+// stateAnswer is /api/state's JSON.
+type stateAnswer struct {
+	Moment   analysis.Moment      `json:"moment"`
+	Total    analysis.SegmentInfo `json:"total"`
+	Count    int                  `json:"count"`
+	Largest  int64                `json:"largest"`
+	Pools    []string             `json:"pools"`
+	Summary  [][9]uint64          `json:"summary"`
+	From     int                  `json:"from"`
+	Segments []view.StateSegment  `json:"segments"`
+}
+
+// TestWriteState: a state answered in parts (the blocks of a few
+// segments each, with or without the summary of all) adds up to the
+// whole state StateOf shapes (as `segments --at N`: pkg/view's tests):
+// every segment's blocks in exactly one part, every summary row the
+// segment's figures.
 func TestWriteState(t *testing.T) {
 	fx := testsnap.Build(t)
 	m, err := view.Build(fx.Snapshot, 0, analysis.NewFrames(fx.Snapshot.Stacks, false))
@@ -72,28 +88,100 @@ func TestWriteState(t *testing.T) {
 		t.Fatal(err)
 	}
 	cur := m.NewStateCursor()
+	parted := false
 	for _, i := range []int{-1, 0, fx.PeakIndex, m.Entries() - 1} {
 		st, err := cur.At(i)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var want, got bytes.Buffer
-		if err := json.NewEncoder(&want).Encode(m.StateOf(st)); err != nil {
-			t.Fatal(err)
-		}
-		if err := writeState(&got, m.StateStream(st)); err != nil {
-			t.Fatal(err)
-		}
-		if got.String() != want.String() {
-			t.Errorf("entry %d:\n%.400s\nwant\n%.400s", i, got.String(), want.String())
+		whole := m.StateOf(st)
+		wantJSON, _ := json.Marshal(whole.Segments)
+		for _, per := range []int{MaxStateSegments, 2, 1} {
+			var segs []view.StateSegment
+			for from := 0; from == 0 || from < len(whole.Segments); from += per {
+				var buf bytes.Buffer
+				if err := writeState(&buf, m.StateStream(st), StatePart{From: from, Count: per, Summary: from == 0}); err != nil {
+					t.Fatal(err)
+				}
+				var a stateAnswer
+				if err := json.Unmarshal(buf.Bytes(), &a); err != nil {
+					t.Fatalf("entry %d, segments %d+%d: %v\n%.300s", i, from, per, err, buf.String())
+				}
+				if a.Count != len(whole.Segments) || a.From != from || a.Moment != whole.Moment || a.Total.Size != whole.Total.Size ||
+					a.Total.Allocated != whole.Total.Allocated || len(a.Segments) > per {
+					t.Errorf("entry %d, segments %d+%d: count %d from %d, %d segments, total %d; want %d segments, total %d",
+						i, from, per, a.Count, a.From, len(a.Segments), a.Total.Size, len(whole.Segments), whole.Total.Size)
+				}
+				segs = append(segs, a.Segments...)
+				if from > 0 {
+					parted = true
+					if a.Summary != nil {
+						t.Errorf("entry %d: a part without the summary has one", i)
+					}
+					continue
+				}
+				if len(a.Summary) != len(whole.Segments) {
+					t.Fatalf("entry %d: %d summary rows for %d segments", i, len(a.Summary), len(whole.Segments))
+				}
+				var largest int64
+				for k, s := range whole.Segments {
+					largest = max(largest, s.Size)
+					r := a.Summary[k]
+					exp := uint64(0)
+					if s.Expandable {
+						exp = 1
+					}
+					want := [9]uint64{s.Address, uint64(s.Size), uint64(s.Allocated), uint64(s.Pending), uint64(s.Free), uint64(len(s.Blocks)), r[6], uint64(s.Stream), exp}
+					if r != want || int(r[6]) >= len(a.Pools) || a.Pools[r[6]] != s.Pool {
+						t.Errorf("entry %d, segment %d: summary %v (pools %v), want %v in pool %s", i, k, r, a.Pools, want, s.Pool)
+					}
+				}
+				if a.Largest != largest {
+					t.Errorf("entry %d: largest %d, want %d", i, a.Largest, largest)
+				}
+			}
+			if got, _ := json.Marshal(segs); string(got) != string(wantJSON) {
+				t.Errorf("entry %d in parts of %d:\n%.400s\nwant\n%.400s", i, per, got, wantJSON)
+			}
 		}
 	}
-	// No segment at all.
-	var want, got bytes.Buffer
-	empty := &analysis.State{Index: -1}
-	json.NewEncoder(&want).Encode(m.StateOf(empty))
-	writeState(&got, m.StateStream(empty))
-	if got.String() != want.String() {
-		t.Errorf("no segment: %s, want %s", got.String(), want.String())
+	if !parted {
+		t.Fatal("no state of the fixture has two segments: nothing was answered in parts")
+	}
+}
+
+// TestStateRequests: /api/state checks its part and answers the blocks
+// of the segments asked for; asking for other segments of the same
+// state uses the state the server kept, not the cursor again.
+func TestStateRequests(t *testing.T) {
+	fx := testsnap.Build(t)
+	s := &Server{Snap: fx.Snapshot, Token: "t"}
+	get := func(path string) (int, string) {
+		w := httptest.NewRecorder()
+		s.ServeHTTP(w, httptest.NewRequest(http.MethodGet, path+"&token=t", nil))
+		b, _ := io.ReadAll(w.Result().Body)
+		return w.Code, string(b)
+	}
+	at := "/api/state?device=0&at=" + strconv.Itoa(fx.PeakIndex)
+	for _, q := range []string{"&count=-1", "&from=-2", "&count=" + strconv.Itoa(MaxStateSegments+1)} {
+		if code, b := get(at + q); code != http.StatusBadRequest || !strings.Contains(b, "count") {
+			t.Errorf("%s: %d %s, want 400 naming the part", q, code, b)
+		}
+	}
+	code, b := get(at + "&from=1&count=1&summary=0")
+	var a stateAnswer
+	if code != http.StatusOK || json.Unmarshal([]byte(b), &a) != nil {
+		t.Fatalf("%d %s", code, b)
+	}
+	if a.From != 1 || len(a.Segments) != 1 || a.Summary != nil || a.Count < 2 {
+		t.Fatalf("segment 1 alone: from %d, %d segments, summary %v, count %d", a.From, len(a.Segments), a.Summary, a.Count)
+	}
+	kept := s.state
+	s.cursor = nil // a request for the same entry must not need it
+	if code, b = get(at + "&from=0&count=1"); code != http.StatusOK || s.state != kept {
+		t.Fatalf("the same entry again: %d %.200s (state kept: %v)", code, b, s.state == kept)
+	}
+	if code, b = get(at + "&from=1000"); code != http.StatusOK || !strings.Contains(b, `"segments":[]`) {
+		t.Errorf("past the last segment: %d %.300s, want no segment", code, b)
 	}
 }

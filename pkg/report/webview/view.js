@@ -15,6 +15,8 @@
   };
   const api = window.memstat = {
     ready: false, range: () => [S.from, S.to], selected: () => S.sel, drawnSegments: () => S.drawnSegments,
+    // stateView: the state shown (entry, segments) and the rows on screen, missing those whose blocks have not come yet
+    stateView: () => (S.state ? Object.assign({ at: S.state.at, count: S.state.count }, S.state.view) : null),
     bandPoint: bandPoint, busy: () => S.dirty, drawMS: () => S.drawMS, tipText: () => ($('tip').hidden ? '' : $('tip').textContent), select: select,
   };
 
@@ -394,16 +396,24 @@
   });
 
   // ---- allocator state at an event ----
+  // A state of a large run has thousands of segments and a hundred
+  // thousand blocks: the server answers a summary row of every segment
+  // and the blocks of the rows on screen only; the pane draws the others'
+  // rows from their summary and asks for their blocks as they scroll into
+  // view (api/state's from and count).
+  const ROW = 14, LABEL = 150, BOX_H = 360;
+  const segBox = $('segmentsBox');
   async function select(i) {
     if (STATIC || i < 0 || i >= S.entries) return;
     S.sel = i;
     drawTimeline();
-    const [events, state] = await Promise.all([
+    const first = Math.max(0, Math.floor((segBox.scrollTop - 4) / ROW));
+    const [events, ans] = await Promise.all([
       get('api/events', { device: S.device, from: Math.max(0, i - 15), count: 40 }),
-      get('api/state', { device: S.device, at: i }),
+      get('api/state', { device: S.device, at: i, from: first, count: partRows() }),
     ]);
     if (S.sel !== i) return;
-    S.state = state;
+    S.state = newState(i, ans);
     $('events').innerHTML = events.map((e) => '<tr data-i="' + e.index + '"' + (e.index === i ? ' class="sel"' : '') + '><td>' + e.index +
       '</td><td>' + esc(e.action) + '</td><td>' + esc(fmtSize(e.size)) + '</td><td>' + esc(e.site || '') + '</td></tr>').join('');
     const row = $('events').querySelector('tr.sel');
@@ -412,50 +422,101 @@
     drawSegments();
     location.hash = 'entry=' + i;
   }
+  // partRows is how many segments' blocks one request asks for: the rows
+  // the pane shows, and as many again for a short scroll.
+  function partRows() { return 2 * Math.ceil(BOX_H / ROW) + 2; }
+  function newState(at, ans) {
+    const st = { at: at, moment: ans.moment, total: ans.total, count: ans.count, largest: Math.max(1, ans.largest), pools: ans.pools,
+      summary: ans.summary, blocks: new Map(), asked: new Set(), view: { first: 0, last: -1, missing: 0 } };
+    addBlocks(st, ans);
+    return st;
+  }
+  function addBlocks(st, ans) { ans.segments.forEach((s, k) => st.blocks.set(ans.from + k, s)); }
+  // askBlocks fetches the blocks of rows first..last of the state shown
+  // (those not asked for already), then draws again.
+  async function askBlocks(st, first, last) {
+    while (first <= last && (st.blocks.has(first) || st.asked.has(first))) first++;
+    if (first > last) return;
+    const count = Math.min(Math.max(last - first + 1, partRows()), st.count - first);
+    for (let r = first; r < first + count; r++) st.asked.add(r);
+    try {
+      addBlocks(st, await get('api/state', { device: S.device, at: st.at, from: first, count: count, summary: 0 }));
+    } finally {
+      for (let r = first; r < first + count; r++) st.asked.delete(r);
+    }
+    if (S.state === st) drawSegments();
+  }
   $('events').addEventListener('click', (ev) => { const tr = ev.target.closest('tr'); if (tr) select(+tr.dataset.i); });
   window.addEventListener('keydown', (ev) => {
     if (S.sel < 0 || ev.target.tagName === 'SELECT') return;
     if (ev.key === 'ArrowRight') { ev.preventDefault(); select(S.sel + 1); }
     if (ev.key === 'ArrowLeft') { ev.preventDefault(); select(S.sel - 1); }
   });
+  let segFrame = 0;
+  segBox.addEventListener('scroll', () => { if (!segFrame) segFrame = requestAnimationFrame(() => { segFrame = 0; drawSegments(); }); });
   const BLOCK = { active_allocated: '#2563eb', active_pending_free: '#f59e0b', inactive: '#e5e7eb' };
   // Each segment is a row whose length is to scale with the largest
-  // segment; its blocks are drawn to scale inside it.
+  // segment; its blocks are drawn to scale inside it. A row whose blocks
+  // have not come yet shows its allocated, pending-free and free bytes
+  // side by side, paler, until they do.
   function drawSegments() {
     const st = S.state;
     if (!st) return;
-    const rowH = 14, label = 150, shown = st.segments.slice(0, 500);
-    sg.style.height = Math.max(40, shown.length * rowH + 8) + 'px';
-    const { ctx, w } = fit(sg);
+    const full = st.count * ROW + 8, boxH = Math.min(BOX_H, Math.max(40, full));
+    sg.style.height = boxH + 'px';
+    $('segmentsSpace').style.height = Math.max(0, full - boxH) + 'px';
+    const { ctx, w, h } = fit(sg);
+    ctx.clearRect(0, 0, w, h);
     ctx.font = '11px system-ui, sans-serif'; ctx.textBaseline = 'middle';
-    const big = Math.max(1, ...shown.map((s) => s.size)), room = w - label - 8;
+    const top = Math.min(segBox.scrollTop, Math.max(0, full - boxH)), room = w - LABEL - 8;
+    const first = Math.max(0, Math.floor((top - 4) / ROW)), last = Math.min(st.count - 1, Math.floor((top + boxH - 4) / ROW));
     S.drawnSegments = [];
-    shown.forEach((s, r) => {
-      const y = 4 + r * rowH, len = Math.max(2, (s.size / big) * room);
+    let missing = 0, lo = -1, hi = -1;
+    for (let r = first; r <= last; r++) {
+      const sum = st.summary[r], size = sum[1];
+      const y = 4 + r * ROW - top, len = Math.max(2, (size / st.largest) * room);
       ctx.fillStyle = '#333'; ctx.textAlign = 'right';
-      ctx.fillText(fmtSize(s.size) + ' ' + s.pool + (s.expandable ? ' exp' : ''), label - 6, y + rowH / 2 - 1);
-      let off = 0;
-      for (const b of s.blocks) {
-        const x0 = label + (off / s.size) * len, x1 = label + ((off + b.size) / s.size) * len;
-        ctx.fillStyle = BLOCK[b.state] || '#ccc';
-        ctx.fillRect(x0, y, Math.max(1, x1 - x0 - (x1 - x0 > 3 ? 1 : 0)), rowH - 3);
-        off += b.size;
+      ctx.fillText(fmtSize(size) + ' ' + st.pools[sum[6]] + (sum[8] ? ' exp' : ''), LABEL - 6, y + ROW / 2 - 1);
+      const seg = st.blocks.get(r);
+      if (seg) {
+        let off = 0;
+        for (const b of seg.blocks) {
+          const x0 = LABEL + (off / size) * len, x1 = LABEL + ((off + b.size) / size) * len;
+          ctx.fillStyle = BLOCK[b.state] || '#ccc';
+          ctx.fillRect(x0, y, Math.max(1, x1 - x0 - (x1 - x0 > 3 ? 1 : 0)), ROW - 3);
+          off += b.size;
+        }
+        S.drawnSegments.push({ index: r, address: seg.address, size: seg.size, blocks: seg.blocks.map((b) => b.state + ':' + b.size) });
+      } else {
+        ctx.globalAlpha = 0.45;
+        let off = 0;
+        for (const [bytes, state] of [[sum[2], 'active_allocated'], [sum[3], 'active_pending_free'], [sum[4], 'inactive']]) {
+          ctx.fillStyle = BLOCK[state];
+          ctx.fillRect(LABEL + (off / size) * len, y, (bytes / size) * len, ROW - 3);
+          off += bytes;
+        }
+        ctx.globalAlpha = 1;
+        missing++;
+        if (lo < 0) lo = r;
+        hi = r;
       }
-      ctx.strokeStyle = '#555'; ctx.strokeRect(label + 0.5, y + 0.5, len - 1, rowH - 4);
-      S.drawnSegments.push({ address: s.address, size: s.size, blocks: s.blocks.map((b) => b.state + ':' + b.size) });
-    });
+      ctx.strokeStyle = '#555'; ctx.strokeRect(LABEL + 0.5, y + 0.5, len - 1, ROW - 4);
+    }
+    st.view = { first: first, last: last, missing: missing };
+    if (missing) askBlocks(st, lo, hi).catch(showError);
     const t = st.total;
-    $('stateSummary').innerHTML = esc(st.segments.length + ' segments, reserved ' + fmtSize(t.size) + ', allocated ' + fmtSize(t.allocated_bytes) +
+    $('stateSummary').innerHTML = esc(st.count + ' segments, reserved ' + fmtSize(t.size) + ', allocated ' + fmtSize(t.allocated_bytes) +
       ', pending free ' + fmtSize(t.pending_free_bytes) + ', free ' + fmtSize(t.free_bytes)) +
-      (st.segments.length > shown.length ? esc(' (first ' + shown.length + ' drawn)') : '') +
+      (st.count > last - first + 1 ? esc(' (rows ' + first + '–' + last + ' shown; scroll for more)') : '') +
       ' — <span style="color:#2563eb">■</span> allocated <span style="color:#f59e0b">■</span> pending free <span style="color:#9ca3af">■</span> free';
   }
   sg.addEventListener('click', (ev) => {
     const st = S.state; if (!st) return;
-    const r = sg.getBoundingClientRect(), row = Math.floor((ev.clientY - r.top - 4) / 14), s = st.segments[row];
+    const r = sg.getBoundingClientRect(), full = st.count * ROW + 8, top = Math.min(segBox.scrollTop, Math.max(0, full - r.height));
+    const row = Math.floor((ev.clientY - r.top - 4 + top) / ROW), s = st.blocks.get(row);
     if (!s) return;
-    const len = Math.max(2, (s.size / Math.max(...st.segments.slice(0, 500).map((x) => x.size))) * (r.width - 158));
-    let at = ((ev.clientX - r.left - 150) / len) * s.size, off = 0;
+    const len = Math.max(2, (s.size / st.largest) * (r.width - LABEL - 8));
+    let at = ((ev.clientX - r.left - LABEL) / len) * s.size, off = 0;
     for (const b of s.blocks) { if (at < off + b.size) { if (b.allocation >= 0) allocation(b.allocation).then((a) => { $('detail').innerHTML = allocHTML(a, true); }); break; } off += b.size; }
   });
 
