@@ -71,9 +71,9 @@ for spec in "${FILES[@]}"; do
 	size=$(stat -c %s "$f")
 	fp=$(val first_page_s) fc=$(val first_page_cpu_s)
 	rss1=$(val first_page_rss_kb) rss=$(val peak_rss_kb) rssv=$(val serving_rss_kb)
-	heap=$(val js_heap_mb) bz=$(val browser_zoom_median_ms) bd=$(val browser_draw_median_ms)
-	if awk -v h="$heap" 'BEGIN {exit !(h < 0)}'; then heap="-" bz="-" bd="-"; else heap=$(printf %.0f "$heap") bz=$(printf %.0f "$bz") bd=$(printf %.0f "$bd"); fi
-	rows+="| $name | $(mb "$size") | $(val entries) | $stats_s / $stats_cpu | $(printf %.2f "$fp") / $(printf %.2f "$fc") | $(ratio "$fp" "$stats_s") / $(ratio "$fc" "$stats_cpu") | $(printf %.0f "$(val zoom_pan_median_ms)") / $(printf %.0f "$(val zoom_pan_p90_ms)") / $(printf %.0f "$(val zoom_pan_max_ms)") | $(printf %.0f "$(val first_group_by_ms)") | $(printf %.0f "$(val state_at_peak_ms)") / $(printf %.0f "$(val state_next_entry_ms)") ($(printf %.0f "$(val state_at_peak_kb)") KB) | $(awk -v k="$rss1" 'BEGIN {printf "%.0f", k / 1024}') / $(awk -v k="$rssv" 'BEGIN {printf "%.0f", k / 1024}') / $(awk -v k="$rss" 'BEGIN {printf "%.0f", k / 1024}') | $(awk -v k="$rss1" -v s="$size" 'BEGIN {printf "%.2f", k * 1024 / s}') / $(awk -v k="$rssv" -v s="$size" 'BEGIN {printf "%.2f", k * 1024 / s}') / $(awk -v k="$rss" -v s="$size" 'BEGIN {printf "%.2f", k * 1024 / s}') | $heap | $bz / $bd |"$'\n'
+	heap=$(val js_heap_mb) bz=$(val browser_zoom_median_ms) bd=$(val browser_draw_median_ms) bs=$(val browser_state_step_median_ms)
+	if awk -v h="$heap" 'BEGIN {exit !(h < 0)}'; then heap="-" bz="-" bd="-" bs="-"; else heap=$(printf %.0f "$heap") bz=$(printf %.0f "$bz") bd=$(printf %.0f "$bd") bs=$(printf %.0f "$bs"); fi
+	rows+="| $name | $(mb "$size") | $(val entries) | $stats_s / $stats_cpu | $(printf %.2f "$fp") / $(printf %.2f "$fc") | $(ratio "$fp" "$stats_s") / $(ratio "$fc" "$stats_cpu") | $(printf %.0f "$(val zoom_pan_median_ms)") / $(printf %.0f "$(val zoom_pan_p90_ms)") / $(printf %.0f "$(val zoom_pan_max_ms)") | $(printf %.0f "$(val first_group_by_ms)") | $(printf %.0f "$(val state_at_peak_ms)") / $(printf %.0f "$(val state_next_entry_ms)") ($(printf %.0f "$(val state_at_peak_kb)") KB) | $(awk -v k="$rss1" 'BEGIN {printf "%.0f", k / 1024}') / $(awk -v k="$rssv" 'BEGIN {printf "%.0f", k / 1024}') / $(awk -v k="$rss" 'BEGIN {printf "%.0f", k / 1024}') | $(awk -v k="$rss1" -v s="$size" 'BEGIN {printf "%.2f", k * 1024 / s}') / $(awk -v k="$rssv" -v s="$size" 'BEGIN {printf "%.2f", k * 1024 / s}') / $(awk -v k="$rss" -v s="$size" 'BEGIN {printf "%.2f", k * 1024 / s}') | $heap | $bz / $bd | $bs |"$'\n'
 done
 
 now=$(date -u '+%Y-%m-%d %H:%M UTC')
@@ -97,11 +97,12 @@ at the peak (a replay up to it) and at the next entry (one step), each as the pa
 first page is served (the load and the build) / what it holds then (VmRSS: serving) / its peak at the end (after
 the states). Browser: the page in headless Chromium (1400x1100), 40 wheel
 zooms and drags, each timed to the redrawn window (the page waits 40 ms after the last wheel event before it
-asks), and the time the page spent drawing it (medians); JS heap: the largest Performance.getMetrics
+asks), and the time the page spent drawing it (medians); then the allocator state at the peak and 5 steps
+with the arrow key, each timed to the next state drawn (median); JS heap: the largest Performance.getMetrics
 JSHeapUsedSize over the run.
 
-| snapshot | MB | entries | stats s wall / CPU | first page s wall / CPU | first page / stats wall / CPU | zoom/pan ms median / p90 / max | first group-by ms | state at peak / next ms (answer KB) | RSS MB first page / serving / peak | RSS / file first page / serving / peak | JS heap MB | browser zoom/pan to redrawn / drawing ms |
-|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|
+| snapshot | MB | entries | stats s wall / CPU | first page s wall / CPU | first page / stats wall / CPU | zoom/pan ms median / p90 / max | first group-by ms | state at peak / next ms (answer KB) | RSS MB first page / serving / peak | RSS / file first page / serving / peak | JS heap MB | browser zoom/pan to redrawn / drawing ms | browser state step ms |
+|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|
 $rows
 EOF
 )

@@ -51,8 +51,9 @@ type result struct {
 	StepKB    float64 `json:"state_next_entry_kb"`
 	PeakRSSKB int64   `json:"peak_rss_kb"`
 	// JSHeapMB is the page's largest JavaScript heap (Chromium's
-	// Performance.getMetrics JSHeapUsedSize) over the first picture and
-	// the zooms and pans of the browser pass; -1 without -chromium.
+	// Performance.getMetrics JSHeapUsedSize) over the first picture, the
+	// zooms and pans of the browser pass and its steps through the
+	// allocator state; -1 without -chromium.
 	JSHeapMB float64 `json:"js_heap_mb"`
 	// BrowserZoomMS is the median time from a wheel zoom or a pan in
 	// the browser to the redrawn window (request and drawing).
@@ -60,6 +61,10 @@ type result struct {
 	// BrowserDrawMS is the median time the page spent drawing one.
 	BrowserDrawMS float64 `json:"browser_draw_median_ms"`
 	WindowBytesKB float64 `json:"whole_window_kb"`
+	// BrowserStepMS is the median time from the arrow key to the next
+	// entry's allocator state drawn, stepping from the peak (-1 without
+	// -chromium).
+	BrowserStepMS float64 `json:"browser_state_step_median_ms"`
 }
 
 func main() {
@@ -199,9 +204,13 @@ func run(bin, file string, n, width int, chromium string) error {
 	}
 	res.StepMS, res.StepKB = float64(d.Microseconds())/1000, float64(len(b))/1024
 	res.PeakRSSKB = vmHWM(cmd.Process.Pid)
-	res.JSHeapMB = -1
+	res.JSHeapMB, res.BrowserStepMS = -1, -1
 	if chromium != "" {
-		if res.JSHeapMB, res.BrowserZoomMS, res.BrowserDrawMS, err = browse(chromium, url, n); err != nil {
+		// The page selects entries from 0 (a peak before the trace is
+		// entry -1).
+		at := max(peak, 0)
+		steps := min(5, ov.Entries-1-at)
+		if res.JSHeapMB, res.BrowserZoomMS, res.BrowserDrawMS, res.BrowserStepMS, err = browse(chromium, url, n, at, steps); err != nil {
 			return fmt.Errorf("chromium: %w", err)
 		}
 		res.PeakRSSKB = vmHWM(cmd.Process.Pid)
