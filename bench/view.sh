@@ -93,7 +93,7 @@ the CPU ratio is steadier, not steady); then zoom/pan: $((40 + 10)) windows of 1
 from the whole trace down to 200 entries at random places (40 with one band per allocation, top 300; 10 by
 stack, top 40), latency per request; the first group-by request (it builds the grouping); the allocator state
 at the peak (a replay up to it) and at the next entry (one step), each as the page's first request for it
-(a summary row of every segment, the blocks of the first 64) and the size of that answer; the server's RSS: its peak (VmHWM) once the
+(the blocks of the first 64 segments, a summary row of the 1,000 after them) and the size of that answer; the server's RSS: its peak (VmHWM) once the
 first page is served (the load and the build) / what it holds then (VmRSS: serving) / its peak at the end (after
 the states). Browser: the page in headless Chromium (1400x1100), 40 wheel
 zooms and drags, each timed to the redrawn window (the page waits 40 ms after the last wheel event before it

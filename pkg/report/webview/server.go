@@ -205,33 +205,37 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // StatePart is how much of a state one answer of /api/state carries: the
 // blocks of the segments From..From+Count-1 (in address order), those the
-// page draws, and, with Summary, one row of figures for every segment.
-// A state of a large run has thousands of segments and a hundred
-// thousand blocks (tens of megabytes of JSON); the page shows a few dozen
-// rows at a time and asks for the blocks of others as they scroll into
-// view, so a step costs what the screen shows.
+// page draws, and, with Summary, one row of figures for each segment
+// within SummaryAround rows of them. A state of a large run has tens of
+// thousands of segments and a million blocks (hundreds of megabytes of
+// JSON); the page shows a few dozen rows at a time, draws the rows next
+// to them from their summary while it asks for their blocks as they
+// scroll into view, so a step costs what the screen shows.
 type StatePart struct {
 	From, Count int
 	Summary     bool
 }
 
 // DefaultStateSegments is the blocks an answer carries when the page does
-// not say (a screenful), MaxStateSegments the most it may ask for.
+// not say (a screenful), MaxStateSegments the most it may ask for;
+// SummaryAround is how many rows on either side of them get a summary row.
 const (
 	DefaultStateSegments = 64
 	MaxStateSegments     = 1000
+	SummaryAround        = 1000
 )
 
 // writeState writes part of a state:
 //
 //	{"moment": {...}, "total": {...}, "count": segments, "largest": bytes of the largest,
-//	 "pools": [names], "summary": [[address, size, allocated, pending free, free, blocks, pool, stream, expandable], ...],
+//	 "summary_from": first row summarized, "summary": [[address, size, allocated, pending free, free, blocks, pool, stream, expandable], ...],
+//	 "pools": [names the pool column indexes],
 //	 "from": From, "segments": [view.StateSegment of From.., at most Count]}
 //
-// summary (with pools, which its pool column indexes) only when
-// part.Summary; a summary row is a few dozen bytes where a segment's
-// blocks are tens of bytes each. The segments are written one at a time:
-// the encoder would hold them whole, besides every block shaped.
+// summary_from, summary and pools only when part.Summary; a summary row
+// is a few dozen bytes where a segment's blocks are tens of bytes each.
+// The segments are written one at a time: the encoder would hold them
+// whole, besides every block shaped.
 func writeState(w io.Writer, ss *view.StateStream, part StatePart) error {
 	bw := bufio.NewWriterSize(w, 64<<10)
 	put := func(prefix string, v any) error {
@@ -254,12 +258,15 @@ func writeState(w io.Writer, ss *view.StateStream, part StatePart) error {
 	for k := range n {
 		largest = max(largest, ss.Info(k).Size)
 	}
+	from := min(part.From, n)
+	to := min(from+part.Count, n)
 	buf := fmt.Appendf(nil, `,"count":%d,"largest":%d`, n, largest)
 	if part.Summary {
 		pools := map[string]int{}
 		var names []string
-		buf = append(buf, `,"summary":[`...)
-		for k := range n {
+		lo, hi := max(0, from-SummaryAround), min(n, to+SummaryAround)
+		buf = fmt.Appendf(buf, `,"summary_from":%d,"summary":[`, lo)
+		for k := lo; k < hi; k++ {
 			si := ss.Info(k)
 			p, ok := pools[si.Pool]
 			if !ok {
@@ -267,7 +274,7 @@ func writeState(w io.Writer, ss *view.StateStream, part StatePart) error {
 				pools[si.Pool] = p
 				names = append(names, si.Pool)
 			}
-			if k > 0 {
+			if k > lo {
 				buf = append(buf, ',')
 			}
 			buf = append(buf, '[')
@@ -299,8 +306,6 @@ func writeState(w io.Writer, ss *view.StateStream, part StatePart) error {
 		bw.Write(buf)
 		buf = buf[:0]
 	}
-	from := min(part.From, n)
-	to := min(from+part.Count, n)
 	fmt.Fprintf(bw, `,"from":%d,"segments":[`, from)
 	for k := from; k < to; k++ {
 		prefix := ","

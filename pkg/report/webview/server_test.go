@@ -12,6 +12,7 @@ import (
 
 	"github.com/memstat/memstat/internal/testsnap"
 	"github.com/memstat/memstat/pkg/analysis"
+	"github.com/memstat/memstat/pkg/snapshot"
 	"github.com/memstat/memstat/pkg/view"
 )
 
@@ -71,16 +72,18 @@ type stateAnswer struct {
 	Count    int                  `json:"count"`
 	Largest  int64                `json:"largest"`
 	Pools    []string             `json:"pools"`
+	SumFrom  int                  `json:"summary_from"`
 	Summary  [][9]uint64          `json:"summary"`
 	From     int                  `json:"from"`
 	Segments []view.StateSegment  `json:"segments"`
 }
 
 // TestWriteState: a state answered in parts (the blocks of a few
-// segments each, with or without the summary of all) adds up to the
-// whole state StateOf shapes (as `segments --at N`: pkg/view's tests):
-// every segment's blocks in exactly one part, every summary row the
-// segment's figures.
+// segments each, with or without the summary of the rows around them)
+// adds up to the whole state StateOf shapes (as `segments --at N`:
+// pkg/view's tests): every segment's blocks in exactly one part, every
+// summary row the segment's figures. Besides the fixture's states, one of
+// 3,000 segments, more than a summary spans.
 func TestWriteState(t *testing.T) {
 	fx := testsnap.Build(t)
 	m, err := view.Build(fx.Snapshot, 0, analysis.NewFrames(fx.Snapshot.Stacks, false))
@@ -88,19 +91,38 @@ func TestWriteState(t *testing.T) {
 		t.Fatal(err)
 	}
 	cur := m.NewStateCursor()
-	parted := false
+	var states []*analysis.State
 	for _, i := range []int{-1, 0, fx.PeakIndex, m.Entries() - 1} {
 		st, err := cur.At(i)
 		if err != nil {
 			t.Fatal(err)
 		}
+		states = append(states, st)
+	}
+	big := &analysis.State{Index: -1}
+	for k := range 3000 {
+		addr, size := uint64(1<<40+k<<22), int64(2<<20+k%3*(2<<20))
+		big.Segments = append(big.Segments, snapshot.Segment{Address: addr, TotalSize: size, Pool: snapshot.Pool(k % 2), Stream: int64(k % 3), Expandable: k%5 == 0,
+			Blocks: []snapshot.Block{{Address: addr, Size: size / 2}, {Address: addr + uint64(size/2), Size: size / 2}}})
+	}
+	states = append(states, big)
+	parted := false
+	for _, st := range states {
+		i := st.Index
 		whole := m.StateOf(st)
 		wantJSON, _ := json.Marshal(whole.Segments)
-		for _, per := range []int{MaxStateSegments, 2, 1} {
+		pers := []int{MaxStateSegments, 2, 1}
+		if len(whole.Segments) > 2*SummaryAround {
+			pers = []int{MaxStateSegments, 700}
+		}
+		for _, per := range pers {
 			var segs []view.StateSegment
 			for from := 0; from == 0 || from < len(whole.Segments); from += per {
 				var buf bytes.Buffer
-				if err := writeState(&buf, m.StateStream(st), StatePart{From: from, Count: per, Summary: from == 0}); err != nil {
+				// Parts of the big state carry the summary around them; the
+				// fixture's, after the first, none.
+				withSummary := from == 0 || len(whole.Segments) > 2*SummaryAround
+				if err := writeState(&buf, m.StateStream(st), StatePart{From: from, Count: per, Summary: withSummary}); err != nil {
 					t.Fatal(err)
 				}
 				var a stateAnswer
@@ -115,18 +137,24 @@ func TestWriteState(t *testing.T) {
 				segs = append(segs, a.Segments...)
 				if from > 0 {
 					parted = true
+				}
+				if !withSummary {
 					if a.Summary != nil {
 						t.Errorf("entry %d: a part without the summary has one", i)
 					}
 					continue
 				}
-				if len(a.Summary) != len(whole.Segments) {
-					t.Fatalf("entry %d: %d summary rows for %d segments", i, len(a.Summary), len(whole.Segments))
+				lo, hi := max(0, from-SummaryAround), min(len(whole.Segments), from+per+SummaryAround)
+				if a.SumFrom != lo || len(a.Summary) != hi-lo {
+					t.Fatalf("entry %d, segments %d+%d: summary rows %d+%d, want %d-%d of %d", i, from, per, a.SumFrom, len(a.Summary), lo, hi, len(whole.Segments))
 				}
 				var largest int64
-				for k, s := range whole.Segments {
+				for _, s := range whole.Segments {
 					largest = max(largest, s.Size)
-					r := a.Summary[k]
+				}
+				for k := lo; k < hi; k++ {
+					s := whole.Segments[k]
+					r := a.Summary[k-lo]
 					exp := uint64(0)
 					if s.Expandable {
 						exp = 1

@@ -396,11 +396,12 @@
   });
 
   // ---- allocator state at an event ----
-  // A state of a large run has thousands of segments and a hundred
-  // thousand blocks: the server answers a summary row of every segment
-  // and the blocks of the rows on screen only; the pane draws the others'
-  // rows from their summary and asks for their blocks as they scroll into
-  // view (api/state's from and count).
+  // A state of a large run has tens of thousands of segments and a
+  // million blocks: the server answers the blocks of the rows on screen
+  // only, and a summary row of the segments around them; the pane draws
+  // those rows from their summary and asks for their blocks (and the
+  // summary of rows further on) as they scroll into view (api/state's
+  // from, count and summary).
   const ROW = 14, LABEL = 150, BOX_H = 360;
   const segBox = $('segmentsBox');
   async function select(i) {
@@ -426,21 +427,27 @@
   // the pane shows, and as many again for a short scroll.
   function partRows() { return 2 * Math.ceil(BOX_H / ROW) + 2; }
   function newState(at, ans) {
-    const st = { at: at, moment: ans.moment, total: ans.total, count: ans.count, largest: Math.max(1, ans.largest), pools: ans.pools,
-      summary: ans.summary, blocks: new Map(), asked: new Set(), view: { first: 0, last: -1, missing: 0 } };
-    addBlocks(st, ans);
+    const st = { at: at, moment: ans.moment, total: ans.total, count: ans.count, largest: Math.max(1, ans.largest),
+      summary: new Map(), blocks: new Map(), asked: new Set(), view: { first: 0, last: -1, missing: 0 } };
+    addPart(st, ans);
     return st;
   }
-  function addBlocks(st, ans) { ans.segments.forEach((s, k) => st.blocks.set(ans.from + k, s)); }
+  // addPart keeps an answer's blocks and summary rows (size, allocated,
+  // pending free, free, pool name, expandable) by row.
+  function addPart(st, ans) {
+    ans.segments.forEach((s, k) => st.blocks.set(ans.from + k, s));
+    if (ans.summary) ans.summary.forEach((r, k) => st.summary.set(ans.summary_from + k, [r[1], r[2], r[3], r[4], ans.pools[r[6]], r[8]]));
+  }
   // askBlocks fetches the blocks of rows first..last of the state shown
   // (those not asked for already), then draws again.
   async function askBlocks(st, first, last) {
     while (first <= last && (st.blocks.has(first) || st.asked.has(first))) first++;
     if (first > last) return;
     const count = Math.min(Math.max(last - first + 1, partRows()), st.count - first);
-    for (let r = first; r < first + count; r++) st.asked.add(r);
+    let summary = 0;
+    for (let r = first; r < first + count; r++) { st.asked.add(r); if (!st.summary.has(r)) summary = 1; }
     try {
-      addBlocks(st, await get('api/state', { device: S.device, at: st.at, from: first, count: count, summary: 0 }));
+      addPart(st, await get('api/state', { device: S.device, at: st.at, from: first, count: count, summary: summary }));
     } finally {
       for (let r = first; r < first + count; r++) st.asked.delete(r);
     }
@@ -473,11 +480,18 @@
     S.drawnSegments = [];
     let missing = 0, lo = -1, hi = -1;
     for (let r = first; r <= last; r++) {
-      const sum = st.summary[r], size = sum[1];
-      const y = 4 + r * ROW - top, len = Math.max(2, (size / st.largest) * room);
+      const seg = st.blocks.get(r), sum = st.summary.get(r), y = 4 + r * ROW - top;
+      if (!seg && !sum) {
+        // neither yet: a row far from where the pane was
+        ctx.fillStyle = '#999'; ctx.textAlign = 'right'; ctx.fillText('…', LABEL - 6, y + ROW / 2 - 1);
+        missing++;
+        if (lo < 0) lo = r;
+        hi = r;
+        continue;
+      }
+      const size = seg ? seg.size : sum[0], len = Math.max(2, (size / st.largest) * room);
       ctx.fillStyle = '#333'; ctx.textAlign = 'right';
-      ctx.fillText(fmtSize(size) + ' ' + st.pools[sum[6]] + (sum[8] ? ' exp' : ''), LABEL - 6, y + ROW / 2 - 1);
-      const seg = st.blocks.get(r);
+      ctx.fillText(fmtSize(size) + ' ' + (seg ? seg.pool : sum[4]) + ((seg ? seg.expandable : sum[5]) ? ' exp' : ''), LABEL - 6, y + ROW / 2 - 1);
       if (seg) {
         let off = 0;
         for (const b of seg.blocks) {
@@ -490,7 +504,7 @@
       } else {
         ctx.globalAlpha = 0.45;
         let off = 0;
-        for (const [bytes, state] of [[sum[2], 'active_allocated'], [sum[3], 'active_pending_free'], [sum[4], 'inactive']]) {
+        for (const [bytes, state] of [[sum[1], 'active_allocated'], [sum[2], 'active_pending_free'], [sum[3], 'inactive']]) {
           ctx.fillStyle = BLOCK[state];
           ctx.fillRect(LABEL + (off / size) * len, y, (bytes / size) * len, ROW - 3);
           off += bytes;
