@@ -19,6 +19,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
 
+	"github.com/memstat/memstat/internal/fixture"
 	"github.com/memstat/memstat/internal/realdata"
 	"github.com/memstat/memstat/internal/testsnap"
 	"github.com/memstat/memstat/pkg/analysis"
@@ -169,7 +170,9 @@ func (b *browser) check(t *testing.T, base string) {
 // snapshot when present) in headless Chromium: the page loads with no
 // console error and no outside request, hovering the peak allocation shows
 // its stack, the wheel zooms, and clicking the peak draws the segments
-// `segments --at N` computes.
+// `segments --at N` computes, the arrow key the next entry's; a state of
+// more segments than the pane shows comes in parts as it scrolls (the
+// published snapshot's 126, a recorded workload's 2,500).
 func TestViewInChromium(t *testing.T) {
 	chromiumPath(t)
 	t.Run("fixture", func(t *testing.T) {
@@ -183,6 +186,57 @@ func TestViewInChromium(t *testing.T) {
 	t.Run("real", func(t *testing.T) {
 		checkView(t, realdata.File(t, "Nesta-gitU"), "", "view-real")
 	})
+	t.Run("many segments", func(t *testing.T) {
+		path, _ := fixture.RecordFile(t, "many_segments.mem", "many.pickle", "--device-memory", "40GiB")
+		checkManySegments(t, path)
+	})
+}
+
+// checkManySegments: a state of 2,500 segments, more than one answer
+// summarizes (webview.SummaryAround on either side of the rows asked
+// for), comes in parts as the pane scrolls: at the top, in the middle,
+// past the first answer's summary rows, and at the bottom, every row on
+// screen is the segment `segments --at N` lists there, block for block.
+func checkManySegments(t *testing.T, path string) {
+	s, err := snapshot.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp, err := analysis.Replay(s, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := len(s.Trace(0)) - 1
+	m, err := analysis.Segments(rp, analysis.NewFrames(s.Stacks, false), last, analysis.SegmentFilter{}, analysis.SortByAddress)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Segments) != 2500 || m.Total.Free == 0 || m.Total.Allocated == 0 {
+		t.Fatalf("the workload left %d segments (%d B allocated, %d B free), want 2500, some of each", len(m.Segments), m.Total.Allocated, m.Total.Free)
+	}
+	u := serve(t, path)
+	b := newBrowser(t)
+	b.do(t, chromedp.Navigate(u.String()+fmt.Sprintf("#entry=%d", last)))
+	b.waitFor(t, "the page to load", `window.memstat && memstat.ready && document.getElementById('error').hidden`)
+	checkDrawnSegments(t, b, last, m)
+	for _, row := range []int{1200, 2400, 2499, 0} {
+		b.do(t, chromedp.Evaluate[chromedp.Void](fmt.Sprintf(`document.getElementById('segmentsBox').scrollTop = %d * 14`, row)))
+		b.waitFor(t, fmt.Sprintf("row %d on screen", row), fmt.Sprintf(`(() => { const v = memstat.stateView(); return v.first <= %d && v.last >= %d; })()`, row, row))
+		checkDrawnSegments(t, b, last, m)
+	}
+	b.shot(t, "view-many-segments.png")
+	summaries := 0
+	b.mu.Lock()
+	for _, r := range b.requests {
+		if strings.Contains(r, "/api/state?") && !strings.Contains(r, "summary=0") {
+			summaries++
+		}
+	}
+	b.mu.Unlock()
+	if summaries < 2 {
+		t.Errorf("%d state requests asked for summary rows; the rows past the first answer's need a second", summaries)
+	}
+	b.check(t, "http://"+u.Host)
 }
 
 func checkView(t *testing.T, path, peakSite, name string) {
