@@ -218,3 +218,16 @@ func (w *Workload) Step() string {
 		return "snapshot"
 	}
 }
+
+// Case is one setting of the random workload: the allocator's
+// configuration and release, the device, and what the workload may do.
+type Case struct {
+	Conf     string // PYTORCH_CUDA_ALLOC_CONF
+	Version  allocator.Version
+	Capacity int64   // device memory; 0: the allocator's default
+	Fraction float64 // set_per_process_memory_fraction; 0: none
+	Streams  []int64
+	Scale    int64 // the largest request (Workload.Scale)
+	Toggle   bool  // switch expandable segments on and off at runtime
+	Pools    bool  // graph captures and MemPools (Workload.Pools)
+}

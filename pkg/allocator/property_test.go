@@ -14,30 +14,19 @@ import (
 // The random workload itself is internal/randworkload (the replay's tests
 // record the same one); these tests check the allocator's invariants along it.
 
-type propCase struct {
-	conf     string
-	v        allocator.Version
-	capacity int64
-	fraction float64
-	streams  []int64
-	scale    int64
-	toggle   bool // switch expandable segments on and off at runtime
-	pools    bool // graph captures and MemPools (workload.poolStep)
-}
-
-var propCases = []propCase{
-	{conf: "", v: allocator.Latest, streams: []int64{0}, scale: 200 << 20},
-	{conf: "", v: allocator.Latest, capacity: 1 << 30, streams: []int64{0, 7, 9}, scale: 300 << 20},
-	{conf: "max_split_size_mb:40", v: allocator.Latest, capacity: 2 << 30, streams: []int64{0, 3}, scale: 400 << 20},
-	{conf: "max_split_size_mb:64,max_non_split_rounding_mb:100", v: allocator.V2_6, capacity: 1 << 30, streams: []int64{0}, scale: 300 << 20},
-	{conf: "expandable_segments:True", v: allocator.Latest, streams: []int64{0, 5}, scale: 200 << 20},
-	{conf: "expandable_segments:True", v: allocator.Latest, capacity: 600 << 20, streams: []int64{0, 5}, scale: 150 << 20},
-	{conf: "expandable_segments:True,max_split_size_mb:64,garbage_collection_threshold:0.5", v: allocator.Latest,
-		capacity: 1 << 30, fraction: 0.8, streams: []int64{0, 2}, scale: 200 << 20},
-	{conf: "garbage_collection_threshold:0.6", v: allocator.V2_3, capacity: 1 << 30, fraction: 0.7, streams: []int64{0, 1}, scale: 200 << 20},
-	{conf: "roundup_power2_divisions:[1:2,4:4,>:8]", v: allocator.V2_9, capacity: 1 << 30, streams: []int64{0, 1}, scale: 300 << 20},
-	{conf: "roundup_power2_divisions:1,max_split_size_mb:64", v: allocator.V2_0, capacity: 1 << 30, streams: []int64{0}, scale: 300 << 20},
-	{conf: "max_split_size_mb:64", v: allocator.Latest, capacity: 1 << 30, streams: []int64{0, 1}, scale: 300 << 20, toggle: true},
+var propCases = []randworkload.Case{
+	{Conf: "", Version: allocator.Latest, Streams: []int64{0}, Scale: 200 << 20},
+	{Conf: "", Version: allocator.Latest, Capacity: 1 << 30, Streams: []int64{0, 7, 9}, Scale: 300 << 20},
+	{Conf: "max_split_size_mb:40", Version: allocator.Latest, Capacity: 2 << 30, Streams: []int64{0, 3}, Scale: 400 << 20},
+	{Conf: "max_split_size_mb:64,max_non_split_rounding_mb:100", Version: allocator.V2_6, Capacity: 1 << 30, Streams: []int64{0}, Scale: 300 << 20},
+	{Conf: "expandable_segments:True", Version: allocator.Latest, Streams: []int64{0, 5}, Scale: 200 << 20},
+	{Conf: "expandable_segments:True", Version: allocator.Latest, Capacity: 600 << 20, Streams: []int64{0, 5}, Scale: 150 << 20},
+	{Conf: "expandable_segments:True,max_split_size_mb:64,garbage_collection_threshold:0.5", Version: allocator.Latest,
+		Capacity: 1 << 30, Fraction: 0.8, Streams: []int64{0, 2}, Scale: 200 << 20},
+	{Conf: "garbage_collection_threshold:0.6", Version: allocator.V2_3, Capacity: 1 << 30, Fraction: 0.7, Streams: []int64{0, 1}, Scale: 200 << 20},
+	{Conf: "roundup_power2_divisions:[1:2,4:4,>:8]", Version: allocator.V2_9, Capacity: 1 << 30, Streams: []int64{0, 1}, Scale: 300 << 20},
+	{Conf: "roundup_power2_divisions:1,max_split_size_mb:64", Version: allocator.V2_0, Capacity: 1 << 30, Streams: []int64{0}, Scale: 300 << 20},
+	{Conf: "max_split_size_mb:64", Version: allocator.Latest, Capacity: 1 << 30, Streams: []int64{0, 1}, Scale: 300 << 20, Toggle: true},
 }
 
 // TestPropertyInvariants runs seeded random workloads over several
@@ -53,18 +42,18 @@ func TestPropertyInvariants(t *testing.T) {
 	}
 	for ci, pc := range propCases {
 		for seed := uint64(1); seed <= 3; seed++ {
-			name := fmt.Sprintf("%d-%s-%q-seed%d", ci, pc.v, pc.conf, seed)
+			name := fmt.Sprintf("%d-%s-%q-seed%d", ci, pc.Version, pc.Conf, seed)
 			t.Run(name, func(t *testing.T) {
-				cfg, err := allocator.ParseConfig(pc.conf, pc.v)
+				cfg, err := allocator.ParseConfig(pc.Conf, pc.Version)
 				if err != nil {
 					t.Fatal(err)
 				}
-				a, err := allocator.New(cfg, allocator.Options{Capacity: pc.capacity})
+				a, err := allocator.New(cfg, allocator.Options{Capacity: pc.Capacity})
 				if err != nil {
 					t.Fatal(err)
 				}
-				if pc.fraction > 0 {
-					if err := a.SetMemoryFraction(pc.fraction); err != nil {
+				if pc.Fraction > 0 {
+					if err := a.SetMemoryFraction(pc.Fraction); err != nil {
 						t.Fatal(err)
 					}
 				}
@@ -72,13 +61,13 @@ func TestPropertyInvariants(t *testing.T) {
 					t.Fatal(err)
 				}
 				w := &randworkload.Workload{T: t, Rng: rand.New(rand.NewPCG(seed, uint64(ci))), A: a, Name: name,
-					Scale: pc.scale, Streams: pc.streams}
+					Scale: pc.Scale, Streams: pc.Streams}
 				expandable := cfg.ExpandableSegments
 				for i := range ops {
 					op := w.Step()
-					if pc.toggle && w.Rng.IntN(200) == 0 {
+					if pc.Toggle && w.Rng.IntN(200) == 0 {
 						expandable = !expandable
-						conf := pc.conf + ",expandable_segments:" + allocator.PyBool(expandable)
+						conf := pc.Conf + ",expandable_segments:" + allocator.PyBool(expandable)
 						if err := a.SetAllocatorSettings(conf); err != nil {
 							t.Fatal(err)
 						}
@@ -111,7 +100,7 @@ func TestPropertyInvariants(t *testing.T) {
 					t.Errorf("after freeing everything: reserved %d, active %d, regions %d",
 						st.ReservedBytes[allocator.PoolAll].Current, st.Active[allocator.PoolAll].Current, len(a.Regions()))
 				}
-				if pc.capacity > 0 && w.OOMs == 0 && pc.scale*4 > pc.capacity {
+				if pc.Capacity > 0 && w.OOMs == 0 && pc.Scale*4 > pc.Capacity {
 					t.Logf("no OOM reached")
 				}
 			})
@@ -141,14 +130,14 @@ func checkPeaks(a *allocator.Allocator) error {
 // segments, blocks and current statistics, and then makes the same
 // decisions as the original for the rest of the workload.
 func TestPropertySeedReproducesState(t *testing.T) {
-	for ci, pc := range []propCase{
-		{conf: "", v: allocator.Latest, streams: []int64{0, 4}, scale: 200 << 20},
-		{conf: "max_split_size_mb:40", v: allocator.Latest, streams: []int64{0}, scale: 300 << 20},
-		{conf: "expandable_segments:True", v: allocator.Latest, streams: []int64{0, 4}, scale: 200 << 20},
+	for ci, pc := range []randworkload.Case{
+		{Conf: "", Version: allocator.Latest, Streams: []int64{0, 4}, Scale: 200 << 20},
+		{Conf: "max_split_size_mb:40", Version: allocator.Latest, Streams: []int64{0}, Scale: 300 << 20},
+		{Conf: "expandable_segments:True", Version: allocator.Latest, Streams: []int64{0, 4}, Scale: 200 << 20},
 	} {
 		for seed := uint64(1); seed <= 3; seed++ {
-			t.Run(fmt.Sprintf("%d-%q-seed%d", ci, pc.conf, seed), func(t *testing.T) {
-				cfg, _ := allocator.ParseConfig(pc.conf, pc.v)
+			t.Run(fmt.Sprintf("%d-%q-seed%d", ci, pc.Conf, seed), func(t *testing.T) {
+				cfg, _ := allocator.ParseConfig(pc.Conf, pc.Version)
 				// Both allocators draw segment addresses from the same
 				// sequence, so equal decisions give equal addresses.
 				gen := func(start int) func(allocator.SegmentRequest) (uint64, bool) {
@@ -164,7 +153,7 @@ func TestPropertySeedReproducesState(t *testing.T) {
 					return 0x100000000000 + uint64(counter)<<37, true
 				}
 				orig, _ := allocator.New(cfg, allocator.Options{SegmentAddress: counting})
-				w := &randworkload.Workload{T: t, Rng: rand.New(rand.NewPCG(seed, 77)), A: orig, Scale: pc.scale, Streams: pc.streams}
+				w := &randworkload.Workload{T: t, Rng: rand.New(rand.NewPCG(seed, 77)), A: orig, Scale: pc.Scale, Streams: pc.Streams}
 				mallocsAndFrees := func(w *randworkload.Workload, n int) {
 					for range n {
 						if w.Rng.IntN(2) == 0 || len(w.Live) == 0 {
@@ -215,7 +204,7 @@ func TestPropertySeedReproducesState(t *testing.T) {
 					t.Errorf("seeding recorded %d trace entries", len(cp.Trace()))
 				}
 				// Continue both with the same operations.
-				w2 := &randworkload.Workload{T: t, Rng: rand.New(rand.NewPCG(seed, 99)), A: cp, Scale: pc.scale, Streams: pc.streams, Live: slices.Clone(w.Live)}
+				w2 := &randworkload.Workload{T: t, Rng: rand.New(rand.NewPCG(seed, 99)), A: cp, Scale: pc.Scale, Streams: pc.Streams, Live: slices.Clone(w.Live)}
 				w.Rng = rand.New(rand.NewPCG(seed, 99))
 				for i := range 300 {
 					mallocsAndFrees(w, 1)

@@ -20,16 +20,16 @@ import (
 
 // recordWorkload runs a seeded random workload on a recording allocator
 // and returns the snapshot it ends with and the allocator itself.
-func recordWorkload(t *testing.T, pc propCase, seed uint64, ops, maxEntries int) (*snapshot.Snapshot, *allocator.Allocator) {
+func recordWorkload(t *testing.T, pc randworkload.Case, seed uint64, ops, maxEntries int) (*snapshot.Snapshot, *allocator.Allocator) {
 	s, a, _ := recordWorkloadCounting(t, pc, seed, ops, maxEntries)
 	return s, a
 }
 
 // recordWorkloadCounting also returns how many times the workload called
 // empty_cache().
-func recordWorkloadCounting(t *testing.T, pc propCase, seed uint64, ops, maxEntries int) (*snapshot.Snapshot, *allocator.Allocator, int64) {
+func recordWorkloadCounting(t *testing.T, pc randworkload.Case, seed uint64, ops, maxEntries int) (*snapshot.Snapshot, *allocator.Allocator, int64) {
 	t.Helper()
-	cfg, err := allocator.ParseConfig(pc.conf, pc.v)
+	cfg, err := allocator.ParseConfig(pc.Conf, pc.Version)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,14 +38,14 @@ func recordWorkloadCounting(t *testing.T, pc propCase, seed uint64, ops, maxEntr
 	for i := range 4 {
 		stacks.InternFrames([]snapshot.Frame{{Name: fmt.Sprint("f", i), Filename: "w.py", Line: int64(i)}})
 	}
-	a, err := allocator.New(cfg, allocator.Options{Capacity: pc.capacity, Stacks: stacks})
+	a, err := allocator.New(cfg, allocator.Options{Capacity: pc.Capacity, Stacks: stacks})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := a.RecordHistory(allocator.HistoryOptions{Enabled: allocator.HistoryAll, Context: allocator.ContextAll, MaxEntries: maxEntries}); err != nil {
 		t.Fatal(err)
 	}
-	w := &randworkload.Workload{T: t, Rng: rand.New(rand.NewPCG(seed, 5)), A: a, Name: pc.conf, Scale: pc.scale, Streams: pc.streams, Pools: pc.pools}
+	w := &randworkload.Workload{T: t, Rng: rand.New(rand.NewPCG(seed, 5)), A: a, Name: pc.Conf, Scale: pc.Scale, Streams: pc.Streams, Pools: pc.Pools}
 	var emptyCaches int64
 	for range ops {
 		if w.Step() == "empty_cache" {
@@ -64,23 +64,23 @@ func recordWorkloadCounting(t *testing.T, pc propCase, seed uint64, ops, maxEntr
 	return s, a, emptyCaches
 }
 
-var roundTripCases = []propCase{
-	{conf: "", v: allocator.Latest, streams: []int64{0}, scale: 200 << 20},
-	{conf: "", v: allocator.Latest, capacity: 1 << 30, streams: []int64{0, 7, 9}, scale: 300 << 20},
-	{conf: "max_split_size_mb:40", v: allocator.Latest, capacity: 2 << 30, streams: []int64{0, 3}, scale: 400 << 20},
-	{conf: "max_split_size_mb:64,max_non_split_rounding_mb:100", v: allocator.V2_6, capacity: 1 << 30, streams: []int64{0}, scale: 300 << 20},
-	{conf: "expandable_segments:True", v: allocator.Latest, streams: []int64{0, 5}, scale: 200 << 20},
-	{conf: "expandable_segments:True", v: allocator.Latest, capacity: 600 << 20, streams: []int64{0, 5}, scale: 150 << 20},
-	{conf: "roundup_power2_divisions:[1:2,4:4,>:8]", v: allocator.V2_9, capacity: 1 << 30, streams: []int64{0, 1}, scale: 300 << 20},
-	{conf: "", v: allocator.V2_1, capacity: 1 << 30, streams: []int64{0, 2}, scale: 300 << 20},
+var roundTripCases = []randworkload.Case{
+	{Conf: "", Version: allocator.Latest, Streams: []int64{0}, Scale: 200 << 20},
+	{Conf: "", Version: allocator.Latest, Capacity: 1 << 30, Streams: []int64{0, 7, 9}, Scale: 300 << 20},
+	{Conf: "max_split_size_mb:40", Version: allocator.Latest, Capacity: 2 << 30, Streams: []int64{0, 3}, Scale: 400 << 20},
+	{Conf: "max_split_size_mb:64,max_non_split_rounding_mb:100", Version: allocator.V2_6, Capacity: 1 << 30, Streams: []int64{0}, Scale: 300 << 20},
+	{Conf: "expandable_segments:True", Version: allocator.Latest, Streams: []int64{0, 5}, Scale: 200 << 20},
+	{Conf: "expandable_segments:True", Version: allocator.Latest, Capacity: 600 << 20, Streams: []int64{0, 5}, Scale: 150 << 20},
+	{Conf: "roundup_power2_divisions:[1:2,4:4,>:8]", Version: allocator.V2_9, Capacity: 1 << 30, Streams: []int64{0, 1}, Scale: 300 << 20},
+	{Conf: "", Version: allocator.V2_1, Capacity: 1 << 30, Streams: []int64{0, 2}, Scale: 300 << 20},
 	// Private pools: 2.9+ traces say each entry's pool; 2.8 and 2.1
 	// traces leave it to the addresses. (2.1 is the oldest release whose
 	// segments carry segment_pool_id; a 2.0 snapshot cannot say which
 	// segments a private pool held.)
-	{conf: "", v: allocator.V2_9, streams: []int64{0, 4}, scale: 200 << 20, pools: true},
-	{conf: "", v: allocator.V2_8, streams: []int64{0, 4}, scale: 200 << 20, pools: true},
-	{conf: "", v: allocator.V2_1, capacity: 1 << 30, streams: []int64{0}, scale: 200 << 20, pools: true},
-	{conf: "expandable_segments:True", v: allocator.Latest, streams: []int64{0, 5}, scale: 200 << 20, pools: true},
+	{Conf: "", Version: allocator.V2_9, Streams: []int64{0, 4}, Scale: 200 << 20, Pools: true},
+	{Conf: "", Version: allocator.V2_8, Streams: []int64{0, 4}, Scale: 200 << 20, Pools: true},
+	{Conf: "", Version: allocator.V2_1, Capacity: 1 << 30, Streams: []int64{0}, Scale: 200 << 20, Pools: true},
+	{Conf: "expandable_segments:True", Version: allocator.Latest, Streams: []int64{0, 5}, Scale: 200 << 20, Pools: true},
 }
 
 // TestReplayRoundTrip records random workloads (several streams,
@@ -102,9 +102,9 @@ func TestReplayRoundTrip(t *testing.T) {
 	}
 	for ci, pc := range roundTripCases {
 		for seed := uint64(1); seed <= 3; seed++ {
-			t.Run(fmt.Sprintf("%d-%s-%q-seed%d", ci, pc.v, pc.conf, seed), func(t *testing.T) {
+			t.Run(fmt.Sprintf("%d-%s-%q-seed%d", ci, pc.Version, pc.Conf, seed), func(t *testing.T) {
 				s, rec, emptyCaches := recordWorkloadCounting(t, pc, seed, ops, 0)
-				r, err := New(s, Options{Version: pc.v, CheckEvery: 1})
+				r, err := New(s, Options{Version: pc.Version, CheckEvery: 1})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -118,11 +118,11 @@ func TestReplayRoundTrip(t *testing.T) {
 				// any pool, and best fit may then decide otherwise than
 				// recorded until the state is forced back. The figures
 				// stay exact; the simulator's own decisions need not.
-				guessed := pc.pools && !pc.v.TracesPoolID()
+				guessed := pc.Pools && !pc.Version.TracesPoolID()
 				if f.Unapplied != 0 || !guessed && (!f.SegmentEvents.Complete() || !f.Placements.Complete() || f.Divergences != 0 || f.ForcedOperations != 0) {
 					t.Fatalf("fidelity %+v", *f)
 				}
-				if pc.pools {
+				if pc.Pools {
 					checkPoolFigures(t, res, rec)
 				}
 				if res.History.Coverage != CoverageComplete {
@@ -179,23 +179,23 @@ func TestReplayMidRun(t *testing.T) {
 	}
 	var placed, recorded int
 	for ci, pc := range roundTripCases {
-		if pc.pools && (!pc.v.TracesPoolID() || pc.conf != "") {
+		if pc.Pools && (!pc.Version.TracesPoolID() || pc.Conf != "") {
 			// Mid-run, a trace that does not say its pools leaves the
 			// pools of the segments it starts with to the final
 			// snapshot, and those freed inside the window to
 			// guesswork; TestReplayPoolsMidRun checks the figures.
 			continue
 		}
-		if pc.capacity > 0 {
+		if pc.Capacity > 0 {
 			// The capacity needs an oom entry inside the window and
 			// the memory reserved before it; leave that to the
 			// real traces.
-			pc.capacity = 0
+			pc.Capacity = 0
 		}
 		for seed := uint64(1); seed <= 3; seed++ {
-			t.Run(fmt.Sprintf("%d-%s-%q-seed%d", ci, pc.v, pc.conf, seed), func(t *testing.T) {
+			t.Run(fmt.Sprintf("%d-%s-%q-seed%d", ci, pc.Version, pc.Conf, seed), func(t *testing.T) {
 				s, rec := recordWorkload(t, pc, seed, ops, 700)
-				r, err := New(s, Options{Version: pc.v, CheckEvery: 1})
+				r, err := New(s, Options{Version: pc.Version, CheckEvery: 1})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -219,8 +219,8 @@ func TestReplayMidRun(t *testing.T) {
 				// Current values are the recorder's; counters cover the
 				// window only.
 				want, got := rec.Stats(), res.Stats
-				gs := got.MemoryStats(pc.v)
-				for i, kv := range want.MemoryStats(pc.v) {
+				gs := got.MemoryStats(pc.Version)
+				for i, kv := range want.MemoryStats(pc.Version) {
 					if strings.HasSuffix(kv.Key, ".current") && gs[i].Value != kv.Value {
 						t.Errorf("%s: %d, recorder %d", kv.Key, gs[i].Value, kv.Value)
 					}
@@ -393,7 +393,7 @@ func TestCloneIsIndependent(t *testing.T) {
 	if n := reflect.TypeOf(allocator.Allocator{}).NumField(); n != 29 {
 		t.Fatalf("Allocator has %d fields; update clone() for the new ones and this count", n)
 	}
-	for _, pc := range []propCase{roundTripCases[1], roundTripCases[5]} {
+	for _, pc := range []randworkload.Case{roundTripCases[1], roundTripCases[5]} {
 		_, a := recordWorkload(t, pc, 1, 800, 0)
 		before := layout(a.Segments(), 0)
 		st := a.Stats()
@@ -404,7 +404,7 @@ func TestCloneIsIndependent(t *testing.T) {
 		if layout(c.Segments(), 0) != before || c.Stats() != st {
 			t.Fatal("clone differs")
 		}
-		w := &randworkload.Workload{T: t, Rng: rand.New(rand.NewPCG(9, 9)), A: c, Scale: pc.scale, Streams: pc.streams}
+		w := &randworkload.Workload{T: t, Rng: rand.New(rand.NewPCG(9, 9)), A: c, Scale: pc.Scale, Streams: pc.Streams}
 		for range 300 {
 			w.Step()
 		}
@@ -525,14 +525,14 @@ func checkPoolFigures(t *testing.T, res *Result, rec *allocator.Allocator) {
 // are the recorder's.
 func TestReplayPoolsMidRun(t *testing.T) {
 	for ci, pc := range roundTripCases {
-		if !pc.pools {
+		if !pc.Pools {
 			continue
 		}
-		pc.capacity = 0
+		pc.Capacity = 0
 		for seed := uint64(1); seed <= 2; seed++ {
-			t.Run(fmt.Sprintf("%d-%s-%q-seed%d", ci, pc.v, pc.conf, seed), func(t *testing.T) {
+			t.Run(fmt.Sprintf("%d-%s-%q-seed%d", ci, pc.Version, pc.Conf, seed), func(t *testing.T) {
 				s, rec := recordWorkload(t, pc, seed, 1500, 700)
-				r, err := New(s, Options{Version: pc.v, CheckEvery: 1})
+				r, err := New(s, Options{Version: pc.Version, CheckEvery: 1})
 				if err != nil {
 					t.Fatal(err)
 				}
