@@ -27,9 +27,11 @@ vet:
 
 # Unit, golden, differential (CPython, gopickle) and real-snapshot tests;
 # tests that need ../shared/testdata/real or python3 skip with a message
-# when those are absent.
+# when those are absent. scripts/testsummary prints go test's usual lines
+# plus a "skipped:" line per skipped test and reason (plain go test shows
+# skip messages only under -v).
 test: vet
-	$(GO) test -count=1 $(PKGS)
+	$(GO) test -count=1 -json $(PKGS) | $(GO) run ./scripts/testsummary
 
 # The round-trip harness at length: FIDELITY_RUNS random workloads per
 # allocator setting and PyTorch release are recorded, written, read back
