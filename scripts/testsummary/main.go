@@ -2,8 +2,8 @@
 // `go test` prints (a line per package, the output of failing tests, build
 // errors) plus one line for each test that skipped, with its reason:
 // without -v, plain `go test` hides t.Skip messages, and a fresh clone
-// without ../shared or python3 must say what it did not test. Subtests of
-// one test that skip for one reason share a line. It exits 1 when a
+// without ../shared or python3 must say what it did not test. Tests that
+// skip for one reason share a line (how many, the first few named). It exits 1 when a
 // package failed or did not build, or when no package reported at all.
 //
 // Usage: go test -json ./... | go run ./scripts/testsummary
@@ -25,10 +25,11 @@ type event struct {
 	Output  string
 }
 
-// skipGroup is the skipped subtests of one test for one reason.
+// skipGroup is the tests skipped for one reason.
 type skipGroup struct {
-	pkg, test, reason string
-	n                 int
+	reason string
+	tests  []string // package.Test of each skipped top-level test, once
+	n      int      // skipped tests and subtests
 }
 
 func main() {
@@ -47,7 +48,8 @@ func summarize(in io.Reader, out io.Writer) (failed bool, err error) {
 	defer w.Flush()
 	outputs := map[string][]string{} // package + test -> its output lines
 	var skips []*skipGroup
-	groups := map[[3]string]*skipGroup{}
+	groups := map[string]*skipGroup{}
+	named := map[string]bool{} // reason + package.Test already listed
 	packages := 0
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 1<<20), 64<<20)
@@ -92,14 +94,19 @@ func summarize(in io.Reader, out io.Writer) (failed bool, err error) {
 				continue
 			}
 			top, _, _ := strings.Cut(e.Test, "/")
-			k := [3]string{e.Package, top, skipReason(outputs[key])}
-			g := groups[k]
+			reason := skipReason(outputs[key])
+			g := groups[reason]
 			if g == nil {
-				g = &skipGroup{pkg: e.Package, test: top, reason: k[2]}
-				groups[k] = g
+				g = &skipGroup{reason: reason}
+				groups[reason] = g
 				skips = append(skips, g)
 			}
 			g.n++
+			name := e.Package[strings.LastIndex(e.Package, "/")+1:] + "." + top
+			if !named[reason+"\x00"+name] {
+				named[reason+"\x00"+name] = true
+				g.tests = append(g.tests, name)
+			}
 			delete(outputs, key)
 		case "pass":
 			if e.Test == "" {
@@ -112,11 +119,16 @@ func summarize(in io.Reader, out io.Writer) (failed bool, err error) {
 		return true, err
 	}
 	for _, g := range skips {
-		what := g.test
-		if g.n > 1 {
-			what = fmt.Sprintf("%s (%d subtests)", g.test, g.n)
+		const shown = 3
+		names := strings.Join(g.tests[:min(len(g.tests), shown)], ", ")
+		if len(g.tests) > shown {
+			names += fmt.Sprintf(", +%d more", len(g.tests)-shown)
 		}
-		fmt.Fprintf(w, "skipped: %s %s: %s\n", g.pkg, what, g.reason)
+		what := "1 test"
+		if g.n > 1 {
+			what = fmt.Sprintf("%d tests", g.n)
+		}
+		fmt.Fprintf(w, "skipped %s (%s): %s\n", what, names, g.reason)
 	}
 	if packages == 0 {
 		return true, fmt.Errorf("no test results on stdin (did go test -json fail to start?)")
