@@ -198,19 +198,7 @@ func TestViewInChromium(t *testing.T) {
 // past the first answer's summary rows, and at the bottom, every row on
 // screen is the segment `segments --at N` lists there, block for block.
 func checkManySegments(t *testing.T, path string) {
-	s, err := snapshot.Load(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rp, err := analysis.Replay(s, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	last := len(s.Trace(0)) - 1
-	m, err := analysis.Segments(rp, analysis.NewFrames(s.Stacks, false), last, analysis.SegmentFilter{}, analysis.SortByAddress)
-	if err != nil {
-		t.Fatal(err)
-	}
+	last, m := segmentsAt(t, path, -1)
 	if len(m.Segments) != 2500 || m.Total.Free == 0 || m.Total.Allocated == 0 {
 		t.Fatalf("the workload left %d segments (%d B allocated, %d B free), want 2500, some of each", len(m.Segments), m.Total.Allocated, m.Total.Free)
 	}
@@ -297,18 +285,7 @@ func checkView(t *testing.T, path, peakSite, name string) {
 	b.do(t, chromedp.MouseClickXY(pt.X, pt.Y))
 	b.waitFor(t, "the segments", `memstat.selected() >= 0 && memstat.drawnSegments().length > 0`)
 	sel := eval[int](t, b, `memstat.selected()`)
-	s, err := snapshot.Load(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rp, err := analysis.Replay(s, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := analysis.Segments(rp, analysis.NewFrames(s.Stacks, false), sel, analysis.SegmentFilter{}, analysis.SortByAddress)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, m := segmentsAt(t, path, sel)
 	b.waitFor(t, "the state of the selected entry", `document.getElementById('stateTitle').textContent === 'after entry ' + memstat.selected()`)
 	checkDrawnSegments(t, b, sel, m)
 	// A state of more segments than the pane shows comes in parts: the
@@ -338,10 +315,7 @@ func checkView(t *testing.T, path, peakSite, name string) {
 	next := min(sel+1, ov.Entries-1)
 	b.waitFor(t, "the next event", fmt.Sprintf(`memstat.selected() === %d`, next))
 	b.waitFor(t, "the next event's state", fmt.Sprintf(`(() => { const v = memstat.stateView(); return v.at === %d && v.missing === 0; })()`, next))
-	m, err = analysis.Segments(rp, analysis.NewFrames(s.Stacks, false), next, analysis.SegmentFilter{}, analysis.SortByAddress)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, m = segmentsAt(t, path, next)
 	checkDrawnSegments(t, b, next, m)
 	b.shot(t, name+"-state.png")
 	b.check(t, base)
@@ -359,6 +333,29 @@ type stateView struct {
 
 // checkDrawnSegments: the rows the state pane shows are on screen with
 // their blocks, and each is the segment `segments --at N` lists at that
+
+// segmentsAt is what `segments --at N` lists for device 0 of the file
+// after entry at (the last entry when at < 0), and that entry.
+func segmentsAt(t *testing.T, path string, at int) (int, *analysis.SegmentMap) {
+	t.Helper()
+	s, err := snapshot.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp, err := analysis.Replay(s, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if at < 0 {
+		at = len(s.Trace(0)) - 1
+	}
+	m, err := analysis.Segments(rp, analysis.NewFrames(s.Stacks, false), at, analysis.SegmentFilter{}, analysis.SortByAddress)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return at, m
+}
+
 // row (address order), block for block.
 func checkDrawnSegments(t *testing.T, b *browser, at int, m *analysis.SegmentMap) {
 	t.Helper()
