@@ -124,11 +124,11 @@ func (t *addrTable) each(fn func(uint64, *block)) {
 // copy. Re-inserting the entries instead, in slot order, clusters the
 // probe runs of the growing new table: cloning 240,000 entries that way
 // took 150 ms.
-func (t *addrTable) cloneWith() addrTable {
+func (t *addrTable) cloneWith(copyOf func(*block) *block) addrTable {
 	c := addrTable{slots: make([]addrSlot, len(t.slots)), n: t.n, shift: t.shift}
 	for i, s := range t.slots {
 		if s.k != 0 {
-			c.slots[i] = addrSlot{s.k, s.v.copy}
+			c.slots[i] = addrSlot{s.k, copyOf(s.v)}
 		}
 	}
 	return c

@@ -525,7 +525,7 @@ func (a *Allocator) createSegment(addr uint64, size, stream int64, pool *blockPo
 	a.dev.obtained += size
 	r := &region{base: addr, size: size, stream: stream, pool: pool}
 	b := a.newBlock()
-	*b = block{addr: addr, size: size, stream: stream, pool: pool, region: r, mapped: true}
+	*b = block{addr: addr, size: size, region: r, mapped: true}
 	r.head = b
 	a.regions.add(r)
 	pi := pool.statIndex()
@@ -546,7 +546,7 @@ func (a *Allocator) createSegment(addr uint64, size, stream int64, pool *blockPo
 // large blocks only below max_split_size and with more than 1 MiB left.
 func (a *Allocator) shouldSplit(b *block, size int64, expandable bool) bool {
 	remaining := b.size - size
-	if b.pool.small || expandable {
+	if b.pool().small || expandable {
 		return remaining >= MinBlockSize
 	}
 	return uint64(size) < a.cfg.MaxSplitSize && remaining > SmallSize
@@ -562,7 +562,7 @@ func (a *Allocator) allocFoundBlock(p *allocParams, orig int64, ctx snapshot.Sta
 	if split {
 		rest := b
 		b = a.newBlock()
-		*b = block{addr: rest.addr, size: size, stream: p.stream, pool: p.pool, region: rest.region, mapped: true}
+		*b = block{addr: rest.addr, size: size, region: rest.region, mapped: true}
 		b.prev = rest.prev
 		if b.prev != nil {
 			b.prev.next = b
@@ -596,19 +596,19 @@ func (a *Allocator) allocFoundBlock(p *allocParams, orig int64, ctx snapshot.Sta
 		// the handed-out block does the same up to its end and pushes
 		// this allocation (trimHistoryBefore, HistoryChain).
 		if split {
-			b.next.hist = trimHistoryBefore(b.next.hist, b.next.addr)
+			b.next.setHist(trimHistoryBefore(b.next.hist(), b.next.addr))
 		}
-		h := trimHistoryBefore(b.hist, b.end())
-		b.hist = append(append(make([]snapshot.HistoryItem, 0, len(h)+1),
-			snapshot.HistoryItem{Addr: b.addr, RealSize: orig, Stack: ctx}), h...)
+		h := trimHistoryBefore(b.hist(), b.end())
+		b.setHist(append(append(make([]snapshot.HistoryItem, 0, len(h)+1),
+			snapshot.HistoryItem{Addr: b.addr, RealSize: orig, Stack: ctx}), h...))
 	}
-	a.record(snapshot.ActionAlloc, b.addr, orig, b.stream, b.pool, ctx)
+	a.record(snapshot.ActionAlloc, b.addr, orig, b.stream(), b.pool(), ctx)
 	a.stats.Allocation.increase(pi, 1)
 	a.stats.AllocatedBytes.increase(pi, b.size)
 	a.stats.Active.increase(pi, 1)
 	a.stats.ActiveBytes.increase(pi, b.size)
 	a.stats.RequestedBytes.increase(pi, orig)
-	a.noteAllocated(b.pool, b.size)
+	a.noteAllocated(b.pool(), b.size)
 	if uint64(b.size) >= a.cfg.MaxSplitSize {
 		a.stats.OversizeAllocations.increase(1)
 	}
@@ -631,18 +631,18 @@ func (a *Allocator) Free(addr uint64, stack snapshot.StackID) error {
 
 func (a *Allocator) free(b *block, ctx snapshot.StackID) {
 	b.allocated = false
-	pi := b.pool.statIndex()
+	pi := b.pool().statIndex()
 	a.stats.Allocation.decrease(pi, 1)
 	a.stats.AllocatedBytes.decrease(pi, b.size)
-	a.noteAllocated(b.pool, -b.size)
-	a.record(snapshot.ActionFreeRequested, b.addr, b.requested, b.stream, b.pool, orStack(ctx, b.stack))
+	a.noteAllocated(b.pool(), -b.size)
+	a.record(snapshot.ActionFreeRequested, b.addr, b.requested, b.stream(), b.pool(), orStack(ctx, b.stack))
 	if uint64(b.size) >= a.cfg.MaxSplitSize {
 		a.stats.OversizeAllocations.decrease(1)
 	}
 	switch {
-	case len(b.streamUses) > 0 && len(a.captures) > 0 && !slices.Contains(b.streamUses, heldStream):
+	case len(b.streamUses()) > 0 && len(a.captures) > 0 && !slices.Contains(b.streamUses(), heldStream):
 		a.deferUntilNoCapture(b)
-	case len(b.streamUses) > 0:
+	case len(b.streamUses()) > 0:
 		a.insertEvents(b)
 	default:
 		a.freeBlock(b, ctx)
@@ -657,8 +657,8 @@ func (a *Allocator) RecordStream(addr uint64, stream int64) error {
 	if b == nil {
 		return fmt.Errorf("invalid device pointer: %#x", addr)
 	}
-	if stream != b.stream && !slices.Contains(b.streamUses, stream) {
-		b.streamUses = append(b.streamUses, stream)
+	if u := b.streamUses(); stream != b.stream() && !slices.Contains(u, stream) {
+		b.setStreamUses(append(u, stream))
 	}
 	return nil
 }
@@ -666,11 +666,19 @@ func (a *Allocator) RecordStream(addr uint64, stream int64) error {
 // insertEvents records one event per stream the block was used on; the
 // block is freed when all of them have completed.
 func (a *Allocator) insertEvents(b *block) {
-	slices.Sort(b.streamUses)
-	for _, s := range b.streamUses {
+	u := b.streamUses()
+	slices.Sort(u)
+	for _, s := range u {
 		a.enqueueEvent(s, b)
 	}
-	b.streamUses = b.streamUses[:0]
+	if b.extra.hist == nil {
+		// Most uses are FreeDeferred's one pseudo-stream, on the pending
+		// frees of a seeded snapshot: keeping an empty record per block
+		// would cost more than making one again.
+		b.extra = nil
+	} else {
+		b.setStreamUses(u[:0])
+	}
 	a.pending.put(b.addr, b)
 }
 
@@ -768,7 +776,7 @@ func (a *Allocator) synchronizeAndFreeEvents(ctx snapshot.StackID) {
 // free neighbours of the same mapped state. The freed block's object
 // survives the merge.
 func (a *Allocator) freeBlock(b *block, ctx snapshot.StackID) {
-	a.record(snapshot.ActionFreeCompleted, b.addr, b.requested, b.stream, b.pool, orStack(ctx, b.stack))
+	a.record(snapshot.ActionFreeCompleted, b.addr, b.requested, b.stream(), b.pool(), orStack(ctx, b.stack))
 	a.pending.take(b.addr)
 	b.stack = snapshot.NoStack
 	origSize, req := b.size, b.requested
@@ -779,12 +787,12 @@ func (a *Allocator) freeBlock(b *block, ctx snapshot.StackID) {
 			netBytes -= n
 		}
 	}
-	b.pool.insertFree(b)
+	b.pool().insertFree(b)
 	if b.isSplit() {
 		netBlocks++
 		netBytes += b.size
 	}
-	pi := b.pool.statIndex()
+	pi := b.pool().statIndex()
 	// Expandable segments are left out of inactive_split: their free pages
 	// can always be released.
 	if !b.expandable() {
@@ -847,20 +855,20 @@ func (a *Allocator) tryMerge(dst, src *block) int64 {
 		// The segment's allocation stack moves with the segment start.
 		dst.segStack = src.segStack
 		dst.region.noteHead(dst)
-		dst.hist = joinHistory(src.hist, dst.hist)
+		dst.setHist(joinHistory(src.hist(), dst.hist()))
 	} else {
 		dst.next = src.next
 		if dst.next != nil {
 			dst.next.prev = dst
 		}
-		dst.hist = joinHistory(dst.hist, src.hist)
+		dst.setHist(joinHistory(dst.hist(), src.hist()))
 	}
 	n := src.size
 	dst.size += n
 	if src.mapped {
-		src.pool.removeFree(src)
+		src.pool().removeFree(src)
 	} else {
-		src.pool.removeUnmapped(src)
+		src.pool().removeUnmapped(src)
 	}
 	a.recycle(src)
 	return n

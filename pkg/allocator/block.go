@@ -18,30 +18,78 @@ type block struct {
 	addr      uint64
 	size      int64
 	requested int64 // requested_size: set at allocation, never reset
-	stream    int64
-	pool      *blockPool
-	region    *region
-	prev      *block
-	next      *block
-
-	allocated  bool
-	mapped     bool  // false only for unmapped VA of an expandable segment
-	eventCount int32 // outstanding events before the block may be freed
-	streamUses []int64
+	// region is the segment the block lies in; the block's stream and
+	// pool are the region's (PyTorch gives every block of a segment the
+	// segment's stream and pool, and splits and merges keep them).
+	region *region
+	prev   *block
+	next   *block
+	// extra holds what few blocks need: the streams of record_stream and
+	// 2.0's history chain. nil for most blocks.
+	extra *blockExtra
 	// gcCountBase is the pool's get_free_blocks call count when the block
 	// was last inserted into the free set; its age is the difference.
 	gcCountBase int64
 
 	stack    snapshot.StackID // context_when_allocated
 	segStack snapshot.StackID // context_when_segment_allocated
+
+	allocated  bool
+	mapped     bool  // false only for unmapped VA of an expandable segment
+	eventCount int32 // outstanding events before the block may be freed
+}
+
+// blockExtra is the rarely used part of a block, kept out of the block so
+// that the millions of blocks of a large snapshot's seeded state stay in
+// Go's 80-byte size class (they took 144 bytes with these fields inline).
+type blockExtra struct {
+	// streamUses are the streams the block was used on besides its own
+	// (stream_uses), until the free records events on them.
+	streamUses []int64
 	// hist is 2.0's HistoryChain (newest first); nil from 2.1 on. Chains
 	// are never changed in place, so clones may share them.
 	hist []snapshot.HistoryItem
+}
 
-	// copy is the block's counterpart in the allocator being made by
-	// clone; it is set only while clone runs (a map from old to new
-	// blocks cost more than the copy itself on large states).
-	copy *block
+func (b *block) stream() int64    { return b.region.stream }
+func (b *block) pool() *blockPool { return b.region.pool }
+
+// streamUses returns the block's stream_uses (nil for most blocks).
+func (b *block) streamUses() []int64 {
+	if b.extra == nil {
+		return nil
+	}
+	return b.extra.streamUses
+}
+
+// setStreamUses replaces the block's stream_uses; an emptied list keeps
+// its storage for the block's next record_stream.
+func (b *block) setStreamUses(u []int64) {
+	if b.extra == nil {
+		if len(u) == 0 {
+			return
+		}
+		b.extra = &blockExtra{}
+	}
+	b.extra.streamUses = u
+}
+
+// hist returns the block's 2.0 history chain (nil from 2.1 on).
+func (b *block) hist() []snapshot.HistoryItem {
+	if b.extra == nil {
+		return nil
+	}
+	return b.extra.hist
+}
+
+func (b *block) setHist(h []snapshot.HistoryItem) {
+	if b.extra == nil {
+		if len(h) == 0 {
+			return
+		}
+		b.extra = &blockExtra{}
+	}
+	b.extra.hist = h
 }
 
 func (b *block) isSplit() bool    { return b.prev != nil || b.next != nil }
@@ -51,17 +99,17 @@ func (b *block) end() uint64      { return b.addr + uint64(b.size) }
 // free reports whether the block is free for reuse and merging: not handed
 // out and not waiting for events of other streams.
 func (b *block) free() bool {
-	return !b.allocated && b.eventCount == 0 && len(b.streamUses) == 0
+	return !b.allocated && b.eventCount == 0 && (b.extra == nil || len(b.extra.streamUses) == 0)
 }
 
-func (b *block) key() freeKey         { return freeKey{b.stream, b.size, b.addr} }
-func (b *block) unmappedKey() freeKey { return freeKey{b.stream, 0, b.addr} }
+func (b *block) key() freeKey         { return freeKey{b.region.stream, b.size, b.addr} }
+func (b *block) unmappedKey() freeKey { return freeKey{b.region.stream, 0, b.addr} }
 
 func (b *block) state() snapshot.BlockState {
 	switch {
 	case b.allocated:
 		return snapshot.ActiveAllocated
-	case b.eventCount > 0 || len(b.streamUses) > 0:
+	case b.eventCount > 0 || len(b.streamUses()) > 0:
 		return snapshot.ActivePendingFree
 	}
 	return snapshot.Inactive
@@ -168,6 +216,12 @@ type region struct {
 	stream     int64
 	pool       *blockPool
 	expandable bool
+	// guessedBase marks a reservation a replay's simulator made where the
+	// recording shows no address for it (an allocation that ran out of
+	// memory leaves its new reservation unmapped): its base is the bump
+	// allocator's guess until the recording maps into it
+	// (Allocator.PlaceGuessedReservation).
+	guessedBase bool
 	// page is the mapping granularity of an expandable segment (2 MiB small
 	// pool, 20 MiB large pool).
 	page int64
@@ -175,12 +229,6 @@ type region struct {
 	mappedBytes int64
 	// head is the first block of the region (prev == nil).
 	head *block
-	// guessedBase marks a reservation a replay's simulator made where the
-	// recording shows no address for it (an allocation that ran out of
-	// memory leaves its new reservation unmapped): its base is the bump
-	// allocator's guess until the recording maps into it
-	// (Allocator.PlaceGuessedReservation).
-	guessedBase bool
 }
 
 func (r *region) end() uint64 { return r.base + uint64(r.size) }

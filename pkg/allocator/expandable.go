@@ -91,7 +91,7 @@ func (a *Allocator) createReservation(addr uint64, stream int64, pool *blockPool
 	}
 	r := &region{base: addr, size: size, stream: stream, pool: pool, expandable: true, page: page, guessedBase: guessed}
 	b := a.newBlock()
-	*b = block{addr: addr, size: size, stream: stream, pool: pool, region: r}
+	*b = block{addr: addr, size: size, region: r}
 	r.head = b
 	a.regions.add(r)
 	pool.insertUnmapped(b)
@@ -113,13 +113,13 @@ func (a *Allocator) mapBlock(b *block, size int64, ctx snapshot.StackID, checkCa
 		return false
 	}
 	mappedAt := b.addr
-	pool := b.pool
+	pool := b.pool()
 	r.guessedBase = false
 	pool.removeUnmapped(b)
 	b.mapped = true
 	if n < b.size {
 		rest := a.newBlock()
-		*rest = block{addr: b.addr + uint64(n), size: b.size - n, stream: b.stream, pool: pool, region: r}
+		*rest = block{addr: b.addr + uint64(n), size: b.size - n, region: r}
 		rest.prev, rest.next = b, b.next
 		if b.next != nil {
 			b.next.prev = rest
@@ -137,7 +137,7 @@ func (a *Allocator) mapBlock(b *block, size int64, ctx snapshot.StackID, checkCa
 	a.stats.ReservedBytes.increase(pool.statIndex(), n)
 	a.noteReserved(pool, n, 1)
 	a.stats.NumDeviceAlloc++
-	a.record(snapshot.ActionSegmentMap, mappedAt, n, b.stream, pool, ctx)
+	a.record(snapshot.ActionSegmentMap, mappedAt, n, b.stream(), pool, ctx)
 	if b.prev == nil && b.segStack == snapshot.NoStack {
 		b.segStack = ctx
 	}
@@ -158,11 +158,11 @@ func (a *Allocator) unmapBlock(b *block, ctx snapshot.StackID) {
 	}
 	at := r.base + uint64(first*r.page)
 	n := (end - first) * r.page
-	pool := b.pool
+	pool := b.pool()
 	pool.removeFree(b)
 	if before := int64(at - b.addr); before > 0 {
 		h := a.newBlock()
-		*h = block{addr: b.addr, size: before, stream: b.stream, pool: pool, region: r, mapped: true}
+		*h = block{addr: b.addr, size: before, region: r, mapped: true}
 		h.prev, h.next = b.prev, b
 		if b.prev != nil {
 			b.prev.next = h
@@ -173,7 +173,7 @@ func (a *Allocator) unmapBlock(b *block, ctx snapshot.StackID) {
 	}
 	if after := int64(b.end() - (at + uint64(n))); after > 0 {
 		t := a.newBlock()
-		*t = block{addr: at + uint64(n), size: after, stream: b.stream, pool: pool, region: r, mapped: true}
+		*t = block{addr: at + uint64(n), size: after, region: r, mapped: true}
 		t.prev, t.next = b, b.next
 		if b.next != nil {
 			b.next.prev = t
@@ -191,13 +191,13 @@ func (a *Allocator) unmapBlock(b *block, ctx snapshot.StackID) {
 	a.stats.ReservedBytes.decrease(pool.statIndex(), n)
 	a.noteReserved(pool, -n, -1)
 	a.stats.NumDeviceFree++
-	a.record(snapshot.ActionSegmentUnmap, at, n, b.stream, pool, orStack(ctx, b.segStack))
+	a.record(snapshot.ActionSegmentUnmap, at, n, b.stream(), pool, orStack(ctx, b.segStack))
 }
 
 // releaseReservation frees the address range of an expandable segment that
 // is entirely unmapped again.
 func (a *Allocator) releaseReservation(b *block) {
-	b.pool.removeUnmapped(b)
+	b.pool().removeUnmapped(b)
 	a.regions.remove(b.region)
 	a.recycle(b)
 }

@@ -41,7 +41,7 @@ func (a *Allocator) FreeDeferred(addr uint64, stack snapshot.StackID) error {
 	if b == nil {
 		return fmt.Errorf("invalid device pointer: %#x", addr)
 	}
-	b.streamUses = append(b.streamUses[:0], heldStream)
+	b.setStreamUses(append(b.streamUses()[:0], heldStream))
 	a.free(b, a.context(ContextAll, stack))
 	return nil
 }
@@ -406,7 +406,7 @@ func (a *Allocator) forceMap(addr uint64, size, stream int64, pool *blockPool, c
 		// Cut the unmapped block so that the mapped range starts a block.
 		pool.removeUnmapped(u)
 		rest := a.newBlock()
-		*rest = block{addr: addr, size: int64(u.end() - addr), stream: stream, pool: pool, region: r}
+		*rest = block{addr: addr, size: int64(u.end() - addr), region: r}
 		rest.prev, rest.next = u, u.next
 		if u.next != nil {
 			u.next.prev = rest
@@ -467,23 +467,23 @@ func (a *Allocator) forceMalloc(addr uint64, size, blockSize, stream int64, ctx 
 	switch {
 	case !b.mapped || !b.free():
 		return fmt.Errorf("allocator: %#x is not in a free block", addr)
-	case b.stream != stream:
-		return fmt.Errorf("allocator: block at %#x belongs to stream %d, not %d", addr, b.stream, stream)
+	case b.stream() != stream:
+		return fmt.Errorf("allocator: block at %#x belongs to stream %d, not %d", addr, b.stream(), stream)
 	case addr+uint64(need) > b.end():
 		return fmt.Errorf("allocator: %d bytes at %#x do not fit the free block [%#x, %#x)", need, addr, b.addr, b.end())
-	case blockSize == 0 && b.pool.small != (rounded <= SmallSize):
-		return fmt.Errorf("allocator: a %d-byte request does not belong in the %s pool", size, b.pool.kind())
+	case blockSize == 0 && b.pool().small != (rounded <= SmallSize):
+		return fmt.Errorf("allocator: a %d-byte request does not belong in the %s pool", size, b.pool().kind())
 	}
 	if addr > b.addr {
 		b = a.splitFree(b, addr)
 	}
-	b.pool.removeFree(b)
+	b.pool().removeFree(b)
 	p := allocParams{
 		size:       need,
 		allocSize:  AllocationSize(rounded),
 		stream:     stream,
-		pool:       b.pool,
-		expandable: a.expandableFor(b.pool),
+		pool:       b.pool(),
+		expandable: a.expandableFor(b.pool()),
 		block:      b,
 	}
 	split := b.size > need
@@ -498,11 +498,11 @@ func (a *Allocator) forceMalloc(addr uint64, size, blockSize, stream int64, ctx 
 // splitFree cuts the free mapped block b at addr: b keeps the front, a new
 // free block takes the rest. inactive_split counts both parts.
 func (a *Allocator) splitFree(b *block, at uint64) *block {
-	pool := b.pool
+	pool := b.pool()
 	pool.removeFree(b)
 	wasSplit := b.isSplit()
 	rest := a.newBlock()
-	*rest = block{addr: at, size: int64(b.end() - at), stream: b.stream, pool: pool, region: b.region, mapped: true}
+	*rest = block{addr: at, size: int64(b.end() - at), region: b.region, mapped: true}
 	rest.prev, rest.next = b, b.next
 	if b.next != nil {
 		b.next.prev = rest
@@ -712,7 +712,7 @@ func (a *Allocator) ResizeAllocated(addr uint64, size int64) error {
 	if d == 0 {
 		return nil
 	}
-	pi := b.pool.statIndex()
+	pi := b.pool().statIndex()
 	n := b.next
 	nFree := n != nil && n.mapped && n.free()
 	if d > 0 && (!nFree || n.end() < b.addr+uint64(size)) {
@@ -721,7 +721,7 @@ func (a *Allocator) ResizeAllocated(addr uint64, size int64) error {
 	var splitBlocks int64
 	switch {
 	case d > 0:
-		n.pool.removeFree(n)
+		n.pool().removeFree(n)
 		if n.end() == b.addr+uint64(size) {
 			b.next = n.next
 			if n.next != nil {
@@ -732,26 +732,26 @@ func (a *Allocator) ResizeAllocated(addr uint64, size int64) error {
 		} else {
 			n.addr += uint64(d)
 			n.size -= d
-			n.pool.insertFree(n)
+			n.pool().insertFree(n)
 		}
 		b.size = size
 	case nFree:
 		// The freed tail joins the free block after it.
-		n.pool.removeFree(n)
+		n.pool().removeFree(n)
 		n.addr -= uint64(-d)
 		n.size += -d
-		n.pool.insertFree(n)
+		n.pool().insertFree(n)
 		b.size = size
 	default:
 		rest := a.newBlock()
-		*rest = block{addr: b.addr + uint64(size), size: -d, stream: b.stream, pool: b.pool, region: b.region, mapped: true}
+		*rest = block{addr: b.addr + uint64(size), size: -d, region: b.region, mapped: true}
 		rest.prev, rest.next = b, b.next
 		if b.next != nil {
 			b.next.prev = rest
 		}
 		b.next = rest
 		b.size = size
-		rest.pool.insertFree(rest)
+		rest.pool().insertFree(rest)
 		splitBlocks = 1
 	}
 	shift := func(s *StatArray, x int64) {

@@ -32,9 +32,9 @@ func (a *Allocator) blockInfo(b *block) BlockInfo {
 		Address:       b.addr,
 		Size:          b.size,
 		RequestedSize: b.requested,
-		Stream:        b.stream,
-		Pool:          b.pool.kind(),
-		PoolID:        b.pool.id,
+		Stream:        b.stream(),
+		Pool:          b.pool().kind(),
+		PoolID:        b.pool().id,
 		State:         b.state(),
 		Mapped:        b.mapped,
 		Expandable:    b.region.expandable,
@@ -144,8 +144,8 @@ func (a *Allocator) CheckInvariants() error {
 		addr := r.base
 		var mapped int64
 		for b := r.head; b != nil; b = b.next {
-			if b.region != r || b.pool != r.pool || b.stream != r.stream {
-				return fmt.Errorf("block %#x: wrong region, pool or stream", b.addr)
+			if b.region != r {
+				return fmt.Errorf("block %#x: wrong region", b.addr)
 			}
 			if b.addr != addr || b.size <= 0 {
 				return fmt.Errorf("region %#x: block at %#x (size %d) where %#x was expected", r.base, b.addr, b.size, addr)
@@ -340,11 +340,6 @@ func (a *Allocator) checkPools() error {
 		return fmt.Errorf("private pools: reserved %d allocated %d, recount %d and %d", a.privateReserved.Current, a.privateAllocated.Current, res, alloc)
 	}
 	for _, r := range a.regions {
-		for b := r.head; b != nil; b = b.next {
-			if b.pool != r.pool {
-				return fmt.Errorf("block %#x: in another pool than its segment", b.addr)
-			}
-		}
 		if o := r.pool.owner; o != nil && a.poolByID(o.id) != o {
 			return fmt.Errorf("segment %#x: its pool (%d, %d) is gone", r.base, o.id[0], o.id[1])
 		}

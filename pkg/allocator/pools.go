@@ -424,8 +424,8 @@ func (a *Allocator) insertDeferredEvents() {
 func (a *Allocator) freeSafeBlocksInCapture(stream int64, ctx snapshot.StackID) {
 	kept := a.deferred[:0]
 	for _, b := range a.deferred {
-		if b.stream == stream && a.allCaptured(b) {
-			b.streamUses = b.streamUses[:0]
+		if b.stream() == stream && a.allCaptured(b) {
+			b.setStreamUses(b.streamUses()[:0])
 			a.freeBlock(b, ctx)
 			continue
 		}
@@ -444,10 +444,10 @@ func (a *Allocator) allCaptured(b *block) bool {
 		}
 		return false
 	}
-	if !captured(b.stream) {
+	if !captured(b.stream()) {
 		return false
 	}
-	for _, s := range b.streamUses {
+	for _, s := range b.streamUses() {
 		if !captured(s) {
 			return false
 		}

@@ -72,16 +72,16 @@ func (a *Allocator) releaseBlocks(pool *blockPool, ctx snapshot.StackID) {
 // releaseBlock is release_block: cudaFree a whole free segment.
 func (a *Allocator) releaseBlock(b *block, ctx snapshot.StackID) {
 	a.stats.NumDeviceFree++
-	a.record(snapshot.ActionSegmentFree, b.addr, b.size, b.stream, b.pool, orStack(ctx, b.segStack))
+	a.record(snapshot.ActionSegmentFree, b.addr, b.size, b.stream(), b.pool(), orStack(ctx, b.segStack))
 	a.dev.obtained -= b.size
-	pi := b.pool.statIndex()
+	pi := b.pool().statIndex()
 	a.stats.Segment.decrease(pi, 1)
 	a.stats.ReservedBytes.decrease(pi, b.size)
-	a.noteReserved(b.pool, -b.size, -1)
+	a.noteReserved(b.pool(), -b.size, -1)
 	if uint64(b.size) >= a.cfg.MaxSplitSize {
 		a.stats.OversizeSegments.decrease(1)
 	}
-	b.pool.removeFree(b)
+	b.pool().removeFree(b)
 	a.regions.remove(b.region)
 	a.recycle(b)
 }
@@ -102,7 +102,7 @@ var ErrCudaFreeInvalid = errors.New("CUDA error: invalid argument (cudaFree of a
 func (a *Allocator) releaseOversizeBlock(b *block, ctx snapshot.StackID) error {
 	if b.isSplit() {
 		a.stats.NumDeviceFree++
-		a.record(snapshot.ActionSegmentFree, b.addr, b.size, b.stream, b.pool, orStack(ctx, b.segStack))
+		a.record(snapshot.ActionSegmentFree, b.addr, b.size, b.stream(), b.pool(), orStack(ctx, b.segStack))
 		return ErrCudaFreeInvalid
 	}
 	a.releaseBlock(b, ctx)
@@ -140,7 +140,7 @@ func (a *Allocator) releaseAvailableCachedBlocks(p *allocParams, ctx snapshot.St
 		return false, nil
 	}
 	released := uint64(0)
-	for cur := prev.b; released < need && uint64(cur.size) >= maxSplit && cur.stream == p.stream; {
+	for cur := prev.b; released < need && uint64(cur.size) >= maxSplit && cur.stream() == p.stream; {
 		next, more := pool.blocks.before(cur.key())
 		if cur.expandable() {
 			if !skipExpandable {

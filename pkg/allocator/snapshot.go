@@ -68,9 +68,9 @@ func (a *Allocator) eachSegmentOf(rs regions, buf []snapshot.Block, fn func(seg 
 			seg = snapshot.Segment{
 				Device:     a.dev.index,
 				Address:    b.addr,
-				Stream:     b.stream,
-				Pool:       b.pool.kind(),
-				PoolID:     b.pool.id,
+				Stream:     r.stream,
+				Pool:       r.pool.kind(),
+				PoolID:     r.pool.id,
 				Expandable: r.expandable,
 				// Only the first block of a segment carries the segment's
 				// stack; splitting hands the front to a new block without
@@ -157,8 +157,8 @@ func (a *Allocator) historyChains() map[snapshot.HistoryKey][]snapshot.HistoryIt
 	m := map[snapshot.HistoryKey][]snapshot.HistoryItem{}
 	for _, r := range a.regions {
 		for b := r.head; b != nil; b = b.next {
-			if b.mapped && len(b.hist) > 0 {
-				m[snapshot.HistoryKey{Device: a.dev.index, Address: b.addr}] = b.hist
+			if h := b.hist(); b.mapped && len(h) > 0 {
+				m[snapshot.HistoryKey{Device: a.dev.index, Address: b.addr}] = h
 			}
 		}
 	}
