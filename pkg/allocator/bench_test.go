@@ -3,6 +3,8 @@ package allocator
 import (
 	"math/rand/v2"
 	"testing"
+
+	"github.com/memstat/memstat/pkg/snapshot"
 )
 
 // benchOp is one precomputed operation: a Malloc of size into slot, or a
@@ -135,5 +137,30 @@ func BenchmarkClone(b *testing.B) {
 	b.ResetTimer()
 	for range b.N {
 		a.Clone()
+	}
+}
+
+// BenchmarkSeedSegment seeds one segment of 20,000 blocks, every other
+// one allocated (the start state of a snapshot with a large expandable
+// or long-lived segment).
+func BenchmarkSeedSegment(b *testing.B) {
+	const n, size = 20_000, 2 << 20
+	seg := snapshot.Segment{Address: DefaultBaseAddress, TotalSize: n * size, Pool: snapshot.LargePool}
+	for i := range n {
+		st := snapshot.Inactive
+		if i%2 == 0 {
+			st = snapshot.ActiveAllocated
+		}
+		seg.Blocks = append(seg.Blocks, snapshot.Block{Address: seg.Address + uint64(i*size), Size: size, RequestedSize: size - 512, State: st})
+	}
+	b.ReportAllocs()
+	for range b.N {
+		a, err := New(DefaultConfig(Latest), Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := a.SeedSegment(seg); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

@@ -210,13 +210,24 @@ func (a *Allocator) SeedSegment(seg snapshot.Segment) error {
 			}
 		}()
 	}
+	// The blocks are laid out front to back, so the block holding the
+	// next one's address is found by walking on from the last one placed
+	// (a search from the segment's head for each made seeding quadratic
+	// in the blocks of a segment).
+	r := a.regions.find(seg.Address)
+	cur := r.blockAt(seg.Address)
 	for _, sb := range seg.Blocks {
 		if !sb.State.Active() {
 			continue
 		}
-		if err := a.forceMalloc(sb.Address, sb.RequestedSize, sb.Size, seg.Stream, sb.Stack); err != nil {
+		for cur != nil && cur.end() <= sb.Address {
+			cur = cur.next
+		}
+		nb, err := a.forceMallocIn(cur, sb.Address, sb.RequestedSize, sb.Size, seg.Stream, sb.Stack)
+		if err != nil {
 			return err
 		}
+		cur = nb
 		if sb.State == snapshot.ActivePendingFree {
 			if err := a.FreeDeferred(sb.Address, snapshot.NoStack); err != nil {
 				return err
@@ -224,10 +235,16 @@ func (a *Allocator) SeedSegment(seg snapshot.Segment) error {
 		}
 	}
 	// Free blocks keep the requested size of their last allocation.
-	r := a.regions.find(seg.Address)
+	cur = r.blockAt(seg.Address)
 	for _, sb := range seg.Blocks {
-		if b := r.blockAt(sb.Address); !sb.State.Active() && b != nil && b.addr == sb.Address {
-			b.requested = sb.RequestedSize
+		if sb.State.Active() {
+			continue
+		}
+		for cur != nil && cur.end() <= sb.Address {
+			cur = cur.next
+		}
+		if cur != nil && cur.addr == sb.Address {
+			cur.requested = sb.RequestedSize
 		}
 	}
 	if head := r.blockAt(seg.Address); head != nil {
@@ -454,25 +471,36 @@ func (a *Allocator) forceMalloc(addr uint64, size, blockSize, stream int64, ctx 
 	if size <= 0 || blockSize < 0 {
 		return fmt.Errorf("allocator: forced allocation of %d bytes (block %d)", size, blockSize)
 	}
+	r := a.regions.find(addr)
+	if r == nil {
+		return noSegmentError(addr)
+	}
+	_, err := a.forceMallocIn(r.blockAt(addr), addr, size, blockSize, stream, ctx)
+	return err
+}
+
+// forceMallocIn is forceMalloc once the block b holding addr is found; it
+// returns the block handed out.
+func (a *Allocator) forceMallocIn(b *block, addr uint64, size, blockSize, stream int64, ctx snapshot.StackID) (*block, error) {
+	if size <= 0 || blockSize < 0 {
+		return nil, fmt.Errorf("allocator: forced allocation of %d bytes (block %d)", size, blockSize)
+	}
 	rounded := roundSize(size, &a.cfg.RoundupPower2Divisions, a.v)
 	need := rounded
 	if blockSize > 0 {
 		need = blockSize
 	}
-	r := a.regions.find(addr)
-	if r == nil {
-		return noSegmentError(addr)
-	}
-	b := r.blockAt(addr)
 	switch {
+	case b == nil || b.addr > addr:
+		return nil, noSegmentError(addr)
 	case !b.mapped || !b.free():
-		return fmt.Errorf("allocator: %#x is not in a free block", addr)
+		return nil, fmt.Errorf("allocator: %#x is not in a free block", addr)
 	case b.stream() != stream:
-		return fmt.Errorf("allocator: block at %#x belongs to stream %d, not %d", addr, b.stream(), stream)
+		return nil, fmt.Errorf("allocator: block at %#x belongs to stream %d, not %d", addr, b.stream(), stream)
 	case addr+uint64(need) > b.end():
-		return fmt.Errorf("allocator: %d bytes at %#x do not fit the free block [%#x, %#x)", need, addr, b.addr, b.end())
+		return nil, fmt.Errorf("allocator: %d bytes at %#x do not fit the free block [%#x, %#x)", need, addr, b.addr, b.end())
 	case blockSize == 0 && b.pool().small != (rounded <= SmallSize):
-		return fmt.Errorf("allocator: a %d-byte request does not belong in the %s pool", size, b.pool().kind())
+		return nil, fmt.Errorf("allocator: a %d-byte request does not belong in the %s pool", size, b.pool().kind())
 	}
 	if addr > b.addr {
 		b = a.splitFree(b, addr)
@@ -492,7 +520,7 @@ func (a *Allocator) forceMalloc(addr uint64, size, blockSize, stream int64, ctx 
 	}
 	nb := a.allocFoundBlock(&p, size, ctx, split)
 	a.allocated.put(nb.addr, nb)
-	return nil
+	return nb, nil
 }
 
 // splitFree cuts the free mapped block b at addr: b keeps the front, a new
