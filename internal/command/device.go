@@ -10,13 +10,13 @@ import (
 // device >= 0 must have one; -1 picks the first device that has one.
 func TraceDevice(snap *snapshot.Snapshot, file string, device int) (int, error) {
 	if device >= 0 {
-		if device >= snap.Devices() || len(snap.Trace(device)) == 0 {
+		if device >= snap.Devices() || snap.Trace(device).Len() == 0 {
 			return 0, fmt.Errorf("%s: device %d has no trace (PyTorch records one only after torch.cuda.memory._record_memory_history())", file, device)
 		}
 		return device, nil
 	}
 	for d := range snap.Devices() {
-		if len(snap.Trace(d)) > 0 {
+		if snap.Trace(d).Len() > 0 {
 			return d, nil
 		}
 	}
@@ -43,7 +43,7 @@ func StateDevice(snap *snapshot.Snapshot, file string, device int) (int, error) 
 
 // hasData reports whether a device has segments or a trace.
 func hasData(s *snapshot.Snapshot, d int) bool {
-	return len(s.Trace(d)) > 0 || len(s.DeviceSegments(d)) > 0
+	return s.Trace(d).Len() > 0 || len(s.DeviceSegments(d)) > 0
 }
 
 // DevicesWithData lists the devices with segments or a trace.

@@ -43,7 +43,7 @@ func heapLoaded(s *snapshot.Snapshot) {
 	}
 	entries, blocks := 0, 0
 	for _, tr := range s.Traces {
-		entries += len(tr)
+		entries += tr.Len()
 	}
 	for i := range s.Segments {
 		blocks += len(s.Segments[i].Blocks)

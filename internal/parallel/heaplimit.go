@@ -25,10 +25,11 @@ const (
 	// collector's time.
 	minHeapLimit = 256 << 20
 	// What the replay of a loaded snapshot holds, per trace entry (the
-	// entry, and its share of the rebuild's address set) and per block of
-	// the final segments (the snapshot's block, the simulator's block, its
+	// entry in the compact snapshot.Trace, about 12 bytes, and its share
+	// of the rebuild's address set, about 8) and per block of the final
+	// segments (the snapshot's block, the simulator's block, its
 	// address-table slot and free-set share).
-	heapPerEntry = 48
+	heapPerEntry = 20
 	heapPerBlock = 160 // torch-1GB: replay.New adds 129 B a block (192 while blocks took 144 B), the snapshot's Block 32
 )
 

@@ -136,7 +136,7 @@ var ErrNoTrace = errors.New("no trace to replay (record one with torch.cuda.memo
 // Advise replays device o.Device of s under the candidate settings.
 func Advise(s *snapshot.Snapshot, o Options) (*Advice, error) {
 	trace := s.Trace(o.Device)
-	if len(trace) == 0 {
+	if trace.Len() == 0 {
 		return nil, ErrNoTrace
 	}
 	v := o.Version
@@ -150,8 +150,8 @@ func Advise(s *snapshot.Snapshot, o Options) (*Advice, error) {
 	if err != nil {
 		return nil, fmt.Errorf("recorded settings: %w", err)
 	}
-	adv := &Advice{Device: o.Device, TorchVersion: v.String(), RecordedConf: base.Conf, Entries: len(trace), RecordedOOMAt: -1}
-	for i, e := range trace {
+	adv := &Advice{Device: o.Device, TorchVersion: v.String(), RecordedConf: base.Conf, Entries: trace.Len(), RecordedOOMAt: -1}
+	for i, e := range trace.All() {
 		if e.Action == snapshot.ActionOOM {
 			if adv.RecordedOOMs == 0 {
 				adv.RecordedOOMAt = i
@@ -401,8 +401,8 @@ func recordedDemand(s *snapshot.Snapshot, o Options, v allocator.Version) (deman
 }
 
 // firstAlloc is the index of the first alloc entry (-1: none).
-func firstAlloc(trace []snapshot.TraceEntry) int {
-	for i, e := range trace {
+func firstAlloc(trace *snapshot.Trace) int {
+	for i, e := range trace.All() {
 		if e.Action == snapshot.ActionAlloc {
 			return i
 		}
@@ -416,7 +416,6 @@ func firstAlloc(trace []snapshot.TraceEntry) int {
 func replaySetting(s *snapshot.Snapshot, o Options, st Setting, v allocator.Version, rec *replay.Recording) (*run, error) {
 	out := &run{Result: Result{Setting: st, FirstOOM: -1}}
 	var ooms int64
-	var trace []snapshot.TraceEntry
 	k := firstAlloc(s.Trace(o.Device))
 	onEvent := func(i int, e snapshot.TraceEntry, a *allocator.Allocator) {
 		if out.FirstOOM >= 0 && i > k {
@@ -430,7 +429,7 @@ func replaySetting(s *snapshot.Snapshot, o Options, st Setting, v allocator.Vers
 		}
 		if n > ooms {
 			out.FirstOOM = i
-			out.FirstOOMSize = trace[i].Size
+			out.FirstOOMSize = e.Size
 			al, _ := a.AllocatedReserved()
 			out.AllocatedAtFirstOOM = al.Current
 		}
@@ -442,7 +441,6 @@ func replaySetting(s *snapshot.Snapshot, o Options, st Setting, v allocator.Vers
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", st.Label(), err)
 	}
-	trace = r.Trace()
 	res, err := r.Run()
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", st.Label(), err)

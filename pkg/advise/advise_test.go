@@ -249,7 +249,7 @@ func TestEveryRealTrace(t *testing.T) {
 			t.Fatal(err)
 		}
 		for d := range s.Devices() {
-			if len(s.Trace(d)) == 0 {
+			if s.Trace(d).Len() == 0 {
 				if _, err := Advise(s, Options{Device: d}); err != ErrNoTrace {
 					t.Errorf("%s device %d without a trace: %v", filepath.Base(fn), d, err)
 				}
@@ -351,7 +351,7 @@ func TestMaxSplitValuesFollowTheSizes(t *testing.T) {
 		trace = append(trace, snapshot.TraceEntry{Action: snapshot.ActionAlloc, Size: size})
 	}
 	trace = append(trace, snapshot.TraceEntry{Action: snapshot.ActionAlloc, Size: 512})
-	s := sizesOf(trace, allocator.DefaultConfig(allocator.Latest))
+	s := sizesOf(snapshot.TraceOf(trace...), allocator.DefaultConfig(allocator.Latest))
 	if s.Requests != 113 || s.LargeRequests != 112 || s.Largest != 500*mib || s.LargeBytes != 1840*mib {
 		t.Errorf("sizes %+v", s)
 	}
@@ -367,7 +367,7 @@ func TestMaxSplitValuesFollowTheSizes(t *testing.T) {
 		t.Errorf("share %v", got)
 	}
 	// Nothing above 21 MiB: no value.
-	small := sizesOf(trace[:100], allocator.DefaultConfig(allocator.Latest))
+	small := sizesOf(snapshot.TraceOf(trace[:100]...), allocator.DefaultConfig(allocator.Latest))
 	if got := maxSplitValues(small); len(got) != 0 {
 		t.Errorf("small requests: %v", got)
 	}

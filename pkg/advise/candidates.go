@@ -67,10 +67,10 @@ type Sizes struct {
 
 // sizesOf profiles the requests of a trace (and its starting state's
 // blocks, which what-if allocates first).
-func sizesOf(trace []snapshot.TraceEntry, cfg allocator.Config) Sizes {
+func sizesOf(trace *snapshot.Trace, cfg allocator.Config) Sizes {
 	var s Sizes
 	var large []int64
-	for _, e := range trace {
+	for _, e := range trace.All() {
 		if e.Action != snapshot.ActionAlloc {
 			continue
 		}

@@ -157,10 +157,10 @@ func TestTraceFieldsPerVersion(t *testing.T) {
 		s := newSim(t, "max_split_size_mb:300", tc.v, Options{Clock: func() int64 { clock += 10; return clock }, Device: 1})
 		s.alloc(1000, s0)
 		snap := s.Snapshot()
-		if len(snap.Traces) != 2 || len(snap.Traces[0]) != 0 {
+		if len(snap.Traces) != 2 || snap.Traces[0].Len() != 0 {
 			t.Fatalf("%s: traces %d, want device 1's trace at index 1", tc.v, len(snap.Traces))
 		}
-		e := snap.Traces[1][1]
+		e := snap.Traces[1].At(1)
 		if (e.TimeUS == 1700000000000020) != tc.time || (e.TimeUS == 0) == tc.time {
 			t.Errorf("%s: time_us %d", tc.v, e.TimeUS)
 		}
@@ -418,7 +418,7 @@ func TestTraceEntryStreams(t *testing.T) {
 	}
 	snap := s.Snapshot()
 	s.alloc(1000, 9)
-	for i, e := range snap.Trace(0) {
+	for i, e := range snap.Trace(0).All() {
 		if got := snap.Stream(&e); got != streams[i] {
 			t.Errorf("snapshot entry %d: stream %d, want %d", i, got, streams[i])
 		}

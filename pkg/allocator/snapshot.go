@@ -110,8 +110,8 @@ func (a *Allocator) eachSegmentOf(rs regions, buf []snapshot.Block, fn func(seg 
 func (a *Allocator) Snapshot() *snapshot.Snapshot {
 	v := a.v
 	// Traces is indexed by device ordinal; other devices have no history.
-	traces := make([][]snapshot.TraceEntry, a.dev.index+1)
-	traces[a.dev.index] = a.Trace()
+	traces := make([]*snapshot.Trace, a.dev.index+1)
+	traces[a.dev.index] = a.hist.ring.trace()
 	s := &snapshot.Snapshot{
 		Traces:  traces,
 		Stacks:  a.stacks,

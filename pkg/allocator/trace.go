@@ -115,6 +115,20 @@ func (r *ring) entries() []snapshot.TraceEntry {
 	return append(out, r.buf[:n]...)
 }
 
+// trace is the entries in entries' order as a compact snapshot.Trace,
+// encoded straight from the ring (no 40-byte copy of them is made).
+func (r *ring) trace() *snapshot.Trace {
+	var b snapshot.TraceBuilder
+	n := min(r.next, len(r.buf))
+	for i := range r.buf[n:] {
+		b.Append(r.buf[n+i])
+	}
+	for i := range r.buf[:n] {
+		b.Append(r.buf[i])
+	}
+	return b.Build()
+}
+
 func (r *ring) clear() {
 	r.buf = r.buf[:0]
 	r.next = 0

@@ -710,7 +710,7 @@ func TestTV13RingBuffer(t *testing.T) {
 		t.Errorf("ring slots: next=%d slot0=%s", s.hist.ring.next, s.hist.ring.buf[0].Action)
 	}
 	snap := s.Snapshot()
-	if got := traceString(snap.Traces[0], base); got != "alloc(+0,1000) free_requested(+0,1000) free_completed(+0,1000)" {
+	if got := traceString(snap.Traces[0].Entries(), base); got != "alloc(+0,1000) free_requested(+0,1000) free_completed(+0,1000)" {
 		t.Errorf("snapshot trace %s", got)
 	}
 	// The snapshot entry is recorded afterwards and evicts alloc.

@@ -41,7 +41,8 @@ type Want struct {
 // limited to about one replay's worth of copied blocks.
 type capturer struct {
 	rp    *Replayed
-	trace []snapshot.TraceEntry
+	trace *snapshot.Trace
+	rd    *snapshot.Reader // for track's look ahead
 	// want are the wanted entries, sorted; next the first not yet passed.
 	want []int
 	next int
@@ -112,14 +113,17 @@ func reserveDelta(e *snapshot.TraceEntry) int64 {
 	return 0
 }
 
-func newCapturer(rp *Replayed, trace []snapshot.TraceEntry, w Want) *capturer {
-	c := &capturer{rp: rp, trace: trace, got: map[int]*State{}, budget: len(trace) + 1024}
+func newCapturer(rp *Replayed, trace *snapshot.Trace, w Want) *capturer {
+	c := &capturer{rp: rp, trace: trace, rd: trace.Reader(), got: map[int]*State{}, budget: trace.Len() + 1024}
 	c.want = slices.Clone(w.Indices)
 	peakRes := w.PeakReserved
 	if w.OOMs {
 		n := len(c.want)
-		for i := range trace {
-			if trace[i].Action == snapshot.ActionOOM {
+		for i, e := range trace.All() {
+			if trace.Count(snapshot.ActionOOM) == 0 {
+				break
+			}
+			if e.Action == snapshot.ActionOOM {
 				c.want = append(c.want, i)
 			}
 		}
@@ -127,7 +131,7 @@ func newCapturer(rp *Replayed, trace []snapshot.TraceEntry, w Want) *capturer {
 	}
 	slices.Sort(c.want)
 	c.want = slices.Compact(c.want)
-	if len(trace) > 0 {
+	if trace.Len() > 0 {
 		c.alloc = newPeakTrack(w.PeakAllocated, trace, allocSlack, allocRises, allocDelta)
 		c.res = newPeakTrack(peakRes, trace, reserveSlack, reserveRises, reserveDelta)
 		// A peak may be before the first entry (a trace that only frees,
@@ -141,27 +145,31 @@ func newCapturer(rp *Replayed, trace []snapshot.TraceEntry, w Want) *capturer {
 	return c
 }
 
-func newPeakTrack(on bool, trace []snapshot.TraceEntry, slack func(high int64) int64, rises func(snapshot.Action) bool, delta func(*snapshot.TraceEntry) int64) peakTrack {
+func newPeakTrack(on bool, trace *snapshot.Trace, slack func(high int64) int64, rises func(snapshot.Action) bool, delta func(*snapshot.TraceEntry) int64) peakTrack {
 	if !on {
 		return peakTrack{}
 	}
 	var sum, high int64
-	for i := range trace {
-		sum += delta(&trace[i])
+	for _, e := range trace.All() {
+		sum += delta(&e)
 		high = max(high, sum)
 	}
 	// Entry i is a candidate when its sum is within the slack of the
 	// highest sum at or after it (nothing later is clearly higher) and of
 	// the highest of all.
-	p := peakTrack{on: true, best: -1 << 62, at: -2, rises: rises, delta: delta, cand: make([]uint64, (len(trace)+63)/64)}
+	p := peakTrack{on: true, best: -1 << 62, at: -2, rises: rises, delta: delta, cand: make([]uint64, (trace.Len()+63)/64)}
 	sl := slack(high)
 	after := int64(-1 << 62)
-	for i := len(trace) - 1; i >= 0; i-- {
+	// Backward: the reader decodes each block once and reads it from
+	// its cache.
+	rd := trace.Reader()
+	for i := trace.Len() - 1; i >= 0; i-- {
 		if sum >= high-sl && sum >= after-sl {
 			p.cand[i/64] |= 1 << (i % 64)
 		}
 		after = max(after, sum)
-		sum -= delta(&trace[i])
+		e := rd.At(i)
+		sum -= delta(&e)
 	}
 	return p
 }
@@ -219,8 +227,8 @@ func (c *capturer) track(p *peakTrack, lo, hi int, peak int64, take func(int) *S
 	}
 	// The next call raises the figure again (its first entries are
 	// segment events, then the allocation): this one is not the peak.
-	for k := hi + 1; k < len(c.trace); k++ {
-		a := c.trace[k].Action
+	for k := hi + 1; k < c.trace.Len(); k++ {
+		a := c.rd.At(k).Action
 		if p.rises(a) {
 			return
 		}
@@ -257,8 +265,7 @@ func (c *capturer) scan() {
 		}
 	}
 	fill(-1)
-	for i := range c.trace {
-		e := &c.trace[i]
+	for i, e := range c.trace.All() {
 		switch e.Action {
 		case snapshot.ActionAlloc:
 			rp.lastAlloc[e.Addr] = i

@@ -53,7 +53,7 @@ func TestReplayForCapturesWhatAReplayGives(t *testing.T) {
 			t.Fatalf("%s: %v", f, err)
 		}
 		for d := range s.Devices() {
-			tr := s.Trace(d)
+			tr := s.Trace(d).Entries()
 			if len(tr) == 0 {
 				continue
 			}

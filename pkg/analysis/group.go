@@ -103,6 +103,7 @@ type LiveBlock struct {
 func (rp *Replayed) LiveBlocks(st *State) []LiveBlock {
 	var out []LiveBlock
 	trace := rp.Trace()
+	rd := trace.Reader()
 	for _, seg := range st.Segments {
 		for _, b := range seg.Blocks {
 			if b.State != snapshot.ActiveAllocated {
@@ -111,8 +112,8 @@ func (rp *Replayed) LiveBlocks(st *State) []LiveBlock {
 			lb := LiveBlock{Address: b.Address, Size: b.Size, Requested: b.RequestedSize, Stack: b.Stack, AllocIndex: -1}
 			if k, ok := st.AllocIndex[b.Address]; ok {
 				lb.AllocIndex = k
-				if k < len(trace) {
-					lb.AllocTime = trace[k].TimeUS
+				if k < trace.Len() {
+					lb.AllocTime = rd.At(k).TimeUS
 				}
 			} else if b.Stack == snapshot.NoStack {
 				lb.FreeStack = rp.firstFree[b.Address]

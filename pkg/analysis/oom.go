@@ -224,7 +224,10 @@ func ExplainOOMs(rp *Replayed, fr *Frames) (*OOMReport, error) {
 func ExplainOOMsTop(rp *Replayed, fr *Frames, top int) (*OOMReport, error) {
 	rep := &OOMReport{Device: rp.Device}
 	var idx []int
-	for i, e := range rp.Trace() {
+	for i, e := range rp.Trace().All() {
+		if len(idx) == rp.Trace().Count(snapshot.ActionOOM) {
+			break // every oom found
+		}
 		if e.Action == snapshot.ActionOOM {
 			idx = append(idx, i)
 		}
@@ -257,7 +260,7 @@ func ExplainOOMsTop(rp *Replayed, fr *Frames, top int) (*OOMReport, error) {
 		v = replay.GuessVersion(rp.Snap)
 	}
 	for k, i := range idx {
-		rep.OOMs = append(rep.OOMs, rp.explainOOM(rp.Trace()[i], states[k], fr, v, top))
+		rep.OOMs = append(rep.OOMs, rp.explainOOM(rp.Trace().At(i), states[k], fr, v, top))
 	}
 	return rep, nil
 }

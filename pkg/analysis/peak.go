@@ -64,7 +64,7 @@ func FindPeak(rp *Replayed) (*Peak, error) {
 	p := &Peak{
 		Device:    rp.Device,
 		Coverage:  res.History.Coverage,
-		Entries:   len(rp.Trace()),
+		Entries:   rp.Trace().Len(),
 		Allocated: rp.MomentAt(res.PeakAllocated.Index),
 		Reserved:  rp.MomentAt(res.PeakReserved.Index),
 	}
@@ -116,17 +116,18 @@ func phasePeaks(rp *Replayed) []PhasePeak {
 		out[i].Ranges++
 	}
 	outside := PhasePeak{Name: NoAnnotationLabel, At: Moment{Index: -2}}
-	for k, e := range rp.Trace() {
+	var prevAction snapshot.Action
+	for k, e := range rp.Trace().All() {
 		seen := map[int]bool{}
 		hit := func(pp *PhasePeak) {
 			pp.Entries++
 			// The segment events that lead an allocation share its state;
 			// the peak is after the allocation, as the replay reports it.
 			a := rp.Allocated[k]
-			lead := pp.At.Index == k-1 && k > 0 && isSegmentEvent(rp.Trace()[k-1].Action)
+			lead := pp.At.Index == k-1 && k > 0 && isSegmentEvent(prevAction)
 			if a > pp.PeakAllocated || pp.At.Index == -2 || a == pp.PeakAllocated && lead {
 				pp.PeakAllocated = a
-				pp.At = rp.MomentAt(k)
+				pp.At = Moment{Index: k} // described after the pass
 			}
 			if r := rp.Reserved[k]; r > pp.PeakReserved {
 				pp.PeakReserved = r
@@ -142,6 +143,15 @@ func phasePeaks(rp *Replayed) []PhasePeak {
 		if len(seen) == 0 && e.TimeUS != 0 {
 			hit(&outside)
 		}
+		prevAction = e.Action
+	}
+	for i := range out {
+		if out[i].At.Index >= 0 {
+			out[i].At = rp.MomentAt(out[i].At.Index)
+		}
+	}
+	if outside.At.Index >= 0 {
+		outside.At = rp.MomentAt(outside.At.Index)
 	}
 	out = slices.DeleteFunc(out, func(pp PhasePeak) bool { return pp.Entries == 0 && pp.Ranges == 0 })
 	if outside.Entries > 0 {

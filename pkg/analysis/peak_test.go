@@ -12,7 +12,7 @@ import (
 func devicesWithData(s *snapshot.Snapshot) []int {
 	var out []int
 	for d := range s.Devices() {
-		if len(s.Trace(d)) > 0 || len(s.DeviceSegments(d)) > 0 {
+		if s.Trace(d).Len() > 0 || len(s.DeviceSegments(d)) > 0 {
 			out = append(out, d)
 		}
 	}

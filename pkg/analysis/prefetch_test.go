@@ -20,7 +20,7 @@ func TestPrefetch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	idx := []int{rp.Result.PeakAllocated.Index, 1117, -1, len(rp.Trace()) - 1}
+	idx := []int{rp.Result.PeakAllocated.Index, 1117, -1, rp.Trace().Len() - 1}
 	want, err := rp.States(idx...)
 	if err != nil {
 		t.Fatal(err)

@@ -75,7 +75,7 @@ func ReplayObservedFor(s *snapshot.Snapshot, device int, want Want, start func(a
 		firstFree:   make(map[uint64]snapshot.StackID),
 	}
 	if !want.NoFigures {
-		rp.Allocated, rp.Reserved = make([]int64, len(trace)), make([]int64, len(trace))
+		rp.Allocated, rp.Reserved = make([]int64, trace.Len()), make([]int64, trace.Len())
 	}
 	r, err := replay.New(s, replay.Options{Device: device, OnEvent: func(i int, e snapshot.TraceEntry, a *allocator.Allocator) {
 		if rp.Allocated != nil {
@@ -128,13 +128,13 @@ func ReplayObservedFor(s *snapshot.Snapshot, device int, want Want, start func(a
 }
 
 // Trace is the device's trace.
-func (rp *Replayed) Trace() []snapshot.TraceEntry { return rp.Snap.Trace(rp.Device) }
+func (rp *Replayed) Trace() *snapshot.Trace { return rp.Snap.Trace(rp.Device) }
 
 // FirstTimeUS is the time of the first trace entry (0 without a trace or
 // without time_us).
 func (rp *Replayed) FirstTimeUS() int64 {
-	if t := rp.Trace(); len(t) > 0 {
-		return t[0].TimeUS
+	if t := rp.Trace(); t.Len() > 0 {
+		return t.First().TimeUS
 	}
 	return 0
 }
@@ -175,8 +175,8 @@ type Moment struct {
 // MomentAt describes the moment after trace entry i.
 func (rp *Replayed) MomentAt(i int) Moment {
 	m := Moment{Index: i, Allocated: rp.AllocatedAt(i), Reserved: rp.ReservedAt(i)}
-	if t := rp.Trace(); i >= 0 && i < len(t) {
-		m.TimeUS = t[i].TimeUS
+	if t := rp.Trace(); i >= 0 && i < t.Len() {
+		m.TimeUS = t.At(i).TimeUS
 		if first := rp.FirstTimeUS(); m.TimeUS != 0 && first != 0 {
 			m.Seconds = float64(m.TimeUS-first) / 1e6
 		}
@@ -359,7 +359,7 @@ func (rp *Replayed) fixStacks(st *State) {
 // segments, which the replay reproduces), with the allocation entries of
 // its live blocks.
 func (rp *Replayed) FinalState() *State {
-	st := &State{Index: len(rp.Trace()) - 1, AllocIndex: map[uint64]int{}}
+	st := &State{Index: rp.Trace().Len() - 1, AllocIndex: map[uint64]int{}}
 	for _, seg := range rp.Snap.DeviceSegments(rp.Device) {
 		st.Segments = append(st.Segments, *seg)
 	}

@@ -189,7 +189,7 @@ const (
 // AtPeak, or after a trace entry.
 func Segments(rp *Replayed, fr *Frames, at int, f SegmentFilter, order SegmentSort) (*SegmentMap, error) {
 	m := &SegmentMap{Device: rp.Device}
-	n := len(rp.Trace())
+	n := rp.Trace().Len()
 	if at == AtPeak {
 		at = AtFinal
 		if n > 0 {

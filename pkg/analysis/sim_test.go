@@ -201,11 +201,13 @@ func TestListTrace(t *testing.T) {
 	r.free(c)
 	// Recorded with context="alloc": frees carry no frames.
 	snap := r.a.Snapshot()
-	for i, e := range snap.Traces[0] {
+	entries := snap.Traces[0].Entries()
+	for i, e := range entries {
 		if e.Action == snapshot.ActionFreeRequested || e.Action == snapshot.ActionFreeCompleted {
-			snap.Traces[0][i].Stack = snapshot.NoStack
+			entries[i].Stack = snapshot.NoStack
 		}
 	}
+	snap.Traces[0] = snapshot.TraceOf(entries...)
 	rp, err := Replay(snap, 0)
 	if err != nil {
 		t.Fatal(err)

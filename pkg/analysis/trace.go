@@ -294,8 +294,8 @@ type TraceWalk struct {
 // segments) but applies no entry yet.
 func BeginTrace(s *snapshot.Snapshot, device int) (*TraceWalk, error) {
 	w := &TraceWalk{snap: s, dev: device}
-	if t := s.Trace(device); len(t) > 0 {
-		w.first = t[0].TimeUS
+	if t := s.Trace(device); t.Len() > 0 {
+		w.first = t.First().TimeUS
 	}
 	var err error
 	w.r, err = replay.New(s, replay.Options{Device: device, OnEvent: func(i int, e snapshot.TraceEntry, a *allocator.Allocator) {
@@ -364,7 +364,7 @@ func (w *TraceWalk) Run(fr *Frames, q TraceQuery, emit func(*TraceEvent) error) 
 		}
 		return 0, 0, false
 	}
-	sum := &TraceSummary{Device: w.dev, Entries: len(trace)}
+	sum := &TraceSummary{Device: w.dev, Entries: trace.Len()}
 	st := r.Allocator().Stats()
 	startAlloc, startRes := st.AllocatedBytes[allocator.PoolAll].Current, st.ReservedBytes[allocator.PoolAll].Current
 	// The replay's peaks (the entry after which each was first reached)
@@ -460,8 +460,8 @@ func (w *TraceWalk) Run(fr *Frames, q TraceQuery, emit func(*TraceEvent) error) 
 	sum.Result = r.Result()
 	moment := func(i int, f figures) Moment {
 		m := Moment{Index: i, Allocated: f.alloc, Reserved: f.res}
-		if i >= 0 && i < len(trace) {
-			m.TimeUS = trace[i].TimeUS
+		if i >= 0 && i < trace.Len() {
+			m.TimeUS = trace.At(i).TimeUS
 			if m.TimeUS != 0 && first != 0 {
 				m.Seconds = float64(m.TimeUS-first) / 1e6
 			}
@@ -469,7 +469,7 @@ func (w *TraceWalk) Run(fr *Frames, q TraceQuery, emit func(*TraceEvent) error) 
 		}
 		return m
 	}
-	sum.Final = moment(len(trace)-1, last)
+	sum.Final = moment(trace.Len()-1, last)
 	sum.PeakAllocated = moment(sum.Result.PeakAllocated.Index, atPeakAlloc)
 	sum.PeakReserved = moment(sum.Result.PeakReserved.Index, atPeakRes)
 	return sum, nil

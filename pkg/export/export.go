@@ -112,7 +112,7 @@ func writeEvents(w io.Writer, s *snapshot.Snapshot, o Options) (int, error) {
 	rw := newRowWriter(w, o.Format, EventColumns)
 	top := newTopFrame(s)
 	for d := range s.Devices() {
-		if !wantDevice(o, d) || len(s.Trace(d)) == 0 {
+		if !wantDevice(o, d) || s.Trace(d).Len() == 0 {
 			continue
 		}
 		r, err := replay.New(s, replay.Options{Device: d, OnEvent: func(i int, e snapshot.TraceEntry, a *allocator.Allocator) {

@@ -51,7 +51,7 @@ func export(t *testing.T, s *snapshot.Snapshot, o Options) ([]byte, int) {
 
 func TestFixtureEvents(t *testing.T) {
 	fx := testsnap.Build(t)
-	trace := fx.Snapshot.Traces[0]
+	trace := fx.Snapshot.Traces[0].Entries()
 	data, n := export(t, fx.Snapshot, Options{Table: Events, Format: CSV, Device: -1})
 	rows := readCSV(t, data, EventColumns)
 	if n != len(trace) || len(rows) != len(trace) {
@@ -179,7 +179,7 @@ func TestRealRoundTrip(t *testing.T) {
 		}
 		var entries, blocks int
 		for _, tr := range s.Traces {
-			entries += len(tr)
+			entries += tr.Len()
 		}
 		for _, seg := range s.Segments {
 			blocks += len(seg.Blocks)

@@ -95,10 +95,10 @@ func At(s *snapshot.Snapshot, device int, m Moment) (*State, error) {
 		}
 		st.Index = res.PeakAllocated.Index
 	case End:
-		st.Index = len(trace) - 1
+		st.Index = trace.Len() - 1
 	case Event:
-		if m.Index >= len(trace) {
-			return nil, fmt.Errorf("device %d: trace entry %d does not exist (the trace has %d entries)", device, m.Index, len(trace))
+		if m.Index >= trace.Len() {
+			return nil, fmt.Errorf("device %d: trace entry %d does not exist (the trace has %d entries)", device, m.Index, trace.Len())
 		}
 		st.Index = m.Index
 	}
@@ -116,7 +116,7 @@ func At(s *snapshot.Snapshot, device int, m Moment) (*State, error) {
 		return nil, err
 	}
 	if st.Index >= 0 {
-		st.TimeUS = trace[st.Index].TimeUS
+		st.TimeUS = trace.At(st.Index).TimeUS
 	}
 	a := r.Allocator()
 	stats := a.Stats()
@@ -141,10 +141,10 @@ func At(s *snapshot.Snapshot, device int, m Moment) (*State, error) {
 // in it: the addresses whose first trace event is a free, each with the
 // index of the first alloc entry at that address after it (MaxInt when
 // none), after which a live block there is a new allocation.
-func freedFirst(trace []snapshot.TraceEntry) map[uint64]int {
+func freedFirst(trace *snapshot.Trace) map[uint64]int {
 	seen := map[uint64]bool{}
 	out := map[uint64]int{}
-	for i, e := range trace {
+	for i, e := range trace.All() {
 		switch e.Action {
 		case snapshot.ActionAlloc:
 			if next, ok := out[e.Addr]; ok && next == math.MaxInt {

@@ -59,7 +59,7 @@ func TestFixtureMoments(t *testing.T) {
 func TestBeforeTraceBlocks(t *testing.T) {
 	fx := testsnap.Build(t)
 	s := *fx.Snapshot
-	full := s.Traces[0]
+	full := s.Traces[0].Entries()
 	cut := -1
 	for i, e := range full {
 		if e.Action == snapshot.ActionFreeRequested {
@@ -67,7 +67,7 @@ func TestBeforeTraceBlocks(t *testing.T) {
 			break
 		}
 	}
-	s.Traces = [][]snapshot.TraceEntry{full[cut:]}
+	s.Traces = []*snapshot.Trace{snapshot.TraceOf(full[cut:]...)}
 	st, err := At(&s, 0, Moment{Kind: Event, Index: 0})
 	if err != nil {
 		t.Fatal(err)
@@ -107,7 +107,7 @@ func TestRealBlocksAddUp(t *testing.T) {
 			t.Fatal(err)
 		}
 		for d := range s.Devices() {
-			if len(s.Trace(d)) == 0 && len(s.DeviceSegments(d)) == 0 {
+			if s.Trace(d).Len() == 0 && len(s.DeviceSegments(d)) == 0 {
 				continue
 			}
 			for _, m := range []Moment{{Kind: Peak}, {Kind: End}} {

@@ -29,7 +29,7 @@ func (r *Replay) agree() *Agreement {
 		}
 		ag.Note = fmt.Sprintf("%d segments the simulation could not place are kept as the snapshot has them", len(kept))
 	}
-	if len(r.trace) == 0 {
+	if r.tw.n == 0 {
 		ag.Note = "no trace: the replayed state is the snapshot's own, so the two agree by construction"
 	}
 	return ag

@@ -22,7 +22,7 @@ func TestCompareStatesHalvesAgree(t *testing.T) {
 			t.Fatal(err)
 		}
 		for d := range snap.Devices() {
-			if len(snap.Trace(d)) == 0 {
+			if snap.Trace(d).Len() == 0 {
 				continue
 			}
 			r, err := New(snap, Options{Device: d})

@@ -149,8 +149,8 @@ func poolBounds(p *PoolFigures, namesPools bool, peakReserved, peakAllocated int
 // The program's calls are the entries it makes directly: alloc, oom,
 // free_requested and snapshot; free_completed and the segment events may
 // come from inside an allocator call.
-func traceBounds(trace []snapshot.TraceEntry, v allocator.Version, pools bool) map[string]Bound {
-	expandable := slices.ContainsFunc(trace, func(e snapshot.TraceEntry) bool { return e.Action == snapshot.ActionSegmentMap })
+func traceBounds(trace *snapshot.Trace, v allocator.Version, pools bool) map[string]Bound {
+	expandable := trace.Count(snapshot.ActionSegmentMap) > 0
 	var ooms, ambiguous, sureEmpty int64
 	released, grew, synced := false, false, false
 	endGap := func(call snapshot.Action) {
@@ -169,7 +169,8 @@ func traceBounds(trace []snapshot.TraceEntry, v allocator.Version, pools bool) m
 		}
 		released, grew, synced = false, false, false
 	}
-	for i, e := range trace {
+	var prev snapshot.TraceEntry
+	for i, e := range trace.All() {
 		switch e.Action {
 		case snapshot.ActionSegmentFree, snapshot.ActionSegmentUnmap:
 			released = true
@@ -184,12 +185,13 @@ func traceBounds(trace []snapshot.TraceEntry, v allocator.Version, pools bool) m
 			// blocks it frees can serve the retry without a release
 			// (they lie next to unmapped space, or suffice alone); a
 			// cudaMalloc'd retry needs released memory.
-			if expandable && !(i > 0 && trace[i-1].Action == snapshot.ActionFreeRequested && trace[i-1].Addr == e.Addr) {
+			if expandable && !(i > 0 && prev.Action == snapshot.ActionFreeRequested && prev.Addr == e.Addr) {
 				synced = true
 			}
 		case snapshot.ActionAlloc, snapshot.ActionOOM, snapshot.ActionFreeRequested, snapshot.ActionSnapshot:
 			endGap(e.Action)
 		}
+		prev = e
 	}
 	if released && !grew {
 		sureEmpty++

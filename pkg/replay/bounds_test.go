@@ -34,7 +34,7 @@ func TestTraceBounds(t *testing.T) {
 		// Releases at the end of the trace: empty_cache().
 		e(freeReq), e(segFree),
 	}
-	b := traceBounds(trace, allocator.V2_9, false)
+	b := traceBounds(snapshot.TraceOf(trace...), allocator.V2_9, false)
 	retries, syncs := b["num_alloc_retries"], b["num_sync_all_streams"]
 	if retries.Min != 1 || retries.Max == nil || *retries.Max != 2 {
 		t.Errorf("num_alloc_retries %s, want 1-2", retries)
@@ -42,12 +42,12 @@ func TestTraceBounds(t *testing.T) {
 	if syncs.Min != 3 || syncs.Max != nil {
 		t.Errorf("num_sync_all_streams %s, want >= 3", syncs)
 	}
-	if _, ok := traceBounds(trace, allocator.V2_2, false)["num_sync_all_streams"]; ok {
+	if _, ok := traceBounds(snapshot.TraceOf(trace...), allocator.V2_2, false)["num_sync_all_streams"]; ok {
 		t.Error("2.2 has no num_sync_all_streams, yet it has a bound")
 	}
 	// Without ambiguity the retries are exact and stay in memory_stats
 	// with the recording's value.
-	exact := traceBounds([]snapshot.TraceEntry{e(segNew), e(alloc), e(oom)}, allocator.V2_9, false)
+	exact := traceBounds(snapshot.TraceOf(e(segNew), e(alloc), e(oom)), allocator.V2_9, false)
 	stats := applyBounds([]allocator.KeyValue{{Key: "num_alloc_retries", Value: 7}, {Key: "num_sync_all_streams", Value: 1}}, exact)
 	if len(stats) != 1 || stats[0] != (allocator.KeyValue{Key: "num_alloc_retries", Value: 1}) {
 		t.Errorf("exact bound: stats %v", stats)

@@ -62,7 +62,7 @@ func GuessVersionRange(s *snapshot.Snapshot) VersionRange {
 	}
 	entries := false
 	for _, tr := range s.Traces {
-		if len(tr) > 0 {
+		if tr.Len() > 0 {
 			entries = true
 			break
 		}

@@ -66,7 +66,7 @@ func TestRealTraces(t *testing.T) {
 			want, hasTrace := realTraces[name]
 			devices := 0
 			for d := range snap.Devices() {
-				if len(snap.Trace(d)) == 0 && len(snap.DeviceSegments(d)) == 0 {
+				if snap.Trace(d).Len() == 0 && len(snap.DeviceSegments(d)) == 0 {
 					continue
 				}
 				devices++
@@ -82,7 +82,7 @@ func TestRealTraces(t *testing.T) {
 				if f.Divergences != 0 || f.Unapplied != 0 || f.ForcedOperations != 0 {
 					t.Errorf("device %d: fidelity %+v", d, *f)
 				}
-				if len(snap.Trace(d)) == 0 {
+				if snap.Trace(d).Len() == 0 {
 					if res.History.Coverage != CoverageNone || !ag.Exact() {
 						t.Errorf("device %d without a trace: coverage %s, agreement %+v", d, res.History.Coverage, *ag)
 					}

@@ -25,14 +25,14 @@ func TestRecordingStartsWhatIf(t *testing.T) {
 		}
 		v := GuessVersion(snap)
 		for d := range snap.Devices() {
-			if len(snap.Trace(d)) == 0 && len(snap.DeviceSegments(d)) == 0 {
+			if snap.Trace(d).Len() == 0 && len(snap.DeviceSegments(d)) == 0 {
 				continue
 			}
 			fr, err := New(snap, Options{Device: d, Version: v, KeepStart: true})
 			if err != nil {
 				t.Fatalf("%s: device %d: %v", filepath.Base(fn), d, err)
 			}
-			if _, err := fr.Recording(); err == nil && len(fr.Trace()) > 0 {
+			if _, err := fr.Recording(); err == nil && fr.Trace().Len() > 0 {
 				t.Errorf("%s: device %d: a recording before the follow replay ran", filepath.Base(fn), d)
 			}
 			recRes, err := fr.Run()

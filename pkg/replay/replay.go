@@ -123,8 +123,8 @@ func (r *Replay) Recording() (*Recording, error) {
 	if r.opts.Mode != Follow || !r.opts.KeepStart {
 		return nil, errors.New("replay: a recording comes from a follow replay made with KeepStart")
 	}
-	if r.pos < len(r.trace) {
-		return nil, fmt.Errorf("replay: the follow replay applied %d of %d entries", r.pos, len(r.trace))
+	if r.pos < r.tw.n {
+		return nil, fmt.Errorf("replay: the follow replay applied %d of %d entries", r.pos, r.tw.n)
 	}
 	return r.recording(), nil
 }
@@ -151,7 +151,9 @@ type Replay struct {
 	snap  *snapshot.Snapshot
 	opts  Options
 	cfg   allocator.Config
-	trace []snapshot.TraceEntry
+	trace *snapshot.Trace
+	// tw reads trace for the step loop (decoded around the position).
+	tw traceWindow
 	// streams resolves the trace entries' streams (snapshot.Contexts).
 	streams streamTable
 	final   []*snapshot.Segment
@@ -209,6 +211,7 @@ func New(s *snapshot.Snapshot, o Options) (*Replay, error) {
 		return nil, fmt.Errorf("allocator: device %d", o.Device)
 	}
 	r := &Replay{snap: s, opts: o, trace: s.Trace(o.Device), streams: streamsOf(s.Contexts), final: s.DeviceSegments(o.Device), res: &Result{}}
+	r.tw = newTraceWindow(r.trace)
 	slices.SortStableFunc(r.final, func(x, y *snapshot.Segment) int {
 		switch {
 		case x.Address < y.Address:
@@ -314,10 +317,8 @@ func New(s *snapshot.Snapshot, o Options) (*Replay, error) {
 // expandable segments: a segment_map or segment_unmap entry, or a final
 // segment marked expandable.
 func recordsExpandable(s *snapshot.Snapshot, dev int) bool {
-	for _, e := range s.Trace(dev) {
-		if e.Action == snapshot.ActionSegmentMap || e.Action == snapshot.ActionSegmentUnmap {
-			return true
-		}
+	if tr := s.Trace(dev); tr.Count(snapshot.ActionSegmentMap)+tr.Count(snapshot.ActionSegmentUnmap) > 0 {
+		return true
 	}
 	for _, seg := range s.DeviceSegments(dev) {
 		if seg.Expandable {
@@ -364,7 +365,12 @@ func (r *Replay) inferTotalMemory(fromEmpty bool) int64 {
 		return k
 	}
 	firstMap := map[key]int{}
-	for i, e := range r.trace {
+	// The passes over segment_map entries are skipped where there is none.
+	hasMaps := r.trace.Count(snapshot.ActionSegmentMap) > 0
+	for i, e := range r.trace.All() {
+		if !hasMaps {
+			break
+		}
 		if e.Action != snapshot.ActionSegmentMap {
 			continue
 		}
@@ -428,10 +434,10 @@ func (r *Replay) inferTotalMemory(fromEmpty bool) int64 {
 	for _, b := range addrs {
 		found[b.addr] = true
 	}
-	for fromEmpty {
+	for fromEmpty && (hasMaps || r.trace.Count(snapshot.ActionSegmentUnmap) > 0) {
 		added := false
 		var w reservationWalk
-		for i, e := range r.trace {
+		for i, e := range r.trace.All() {
 			switch e.Action {
 			case snapshot.ActionSegmentUnmap:
 				w.unmap(e.Addr, e.Size)
@@ -459,7 +465,10 @@ func (r *Replay) inferTotalMemory(fromEmpty bool) int64 {
 	// rising addresses; a released reservation is not reused before the
 	// replay could tell). Final segments may start past their
 	// reservation's base, so they do not bound it this way.
-	for i, e := range r.trace {
+	for i, e := range r.trace.All() {
+		if !hasMaps {
+			break
+		}
 		if e.Action != snapshot.ActionSegmentMap {
 			continue
 		}
@@ -472,7 +481,10 @@ func (r *Replay) inferTotalMemory(fromEmpty bool) int64 {
 	}
 	// So does a cudaMalloc'd segment above it, made after that map (a
 	// recording that switched expandable_segments at runtime).
-	for i, e := range r.trace {
+	for i, e := range r.trace.All() {
+		if len(mapped) == 0 {
+			break
+		}
 		if e.Action != snapshot.ActionSegmentAlloc {
 			continue
 		}
@@ -578,7 +590,7 @@ func (w *reservationWalk) cut(lo, hi uint64) {
 // mapIsSmall reports whether the segment_map at entry i serves a
 // small-pool request: the pool of the allocation (or oom) it was made for.
 func (r *Replay) mapIsSmall(i int) bool {
-	for _, f := range r.trace[i+1:] {
+	for _, f := range r.trace.From(i + 1) {
 		if f.Action == snapshot.ActionAlloc || f.Action == snapshot.ActionOOM {
 			return r.cfg.RoundSize(f.Size) <= allocator.SmallSize
 		}
@@ -641,7 +653,10 @@ func (r *Replay) seedStart() {
 // the memory reserved at that entry.
 func (r *Replay) deriveCapacity(initial int64) (int64, string) {
 	reserved := initial
-	for i, e := range r.trace {
+	for i, e := range r.trace.All() {
+		if r.trace.Count(snapshot.ActionOOM) == 0 {
+			break
+		}
 		switch e.Action {
 		case snapshot.ActionSegmentAlloc, snapshot.ActionSegmentMap:
 			reserved += e.Size
@@ -693,16 +708,10 @@ func (r *Replay) initFollow(total int64) error {
 		})
 	}
 	r.res.Fidelity = &Fidelity{}
-	for _, e := range r.trace {
-		switch e.Action {
-		case snapshot.ActionSegmentAlloc, snapshot.ActionSegmentFree, snapshot.ActionSegmentMap, snapshot.ActionSegmentUnmap:
-			r.res.Fidelity.SegmentEvents.Recorded++
-		case snapshot.ActionAlloc:
-			r.res.Fidelity.Placements.Recorded++
-		case snapshot.ActionSnapshot:
-			r.res.Fidelity.SnapshotMarkers.Recorded++
-		}
-	}
+	tc := r.trace.Count
+	r.res.Fidelity.SegmentEvents.Recorded = tc(snapshot.ActionSegmentAlloc) + tc(snapshot.ActionSegmentFree) + tc(snapshot.ActionSegmentMap) + tc(snapshot.ActionSegmentUnmap)
+	r.res.Fidelity.Placements.Recorded = tc(snapshot.ActionAlloc)
+	r.res.Fidelity.SnapshotMarkers.Recorded = tc(snapshot.ActionSnapshot)
 	r.beginWindow()
 	return nil
 }
@@ -765,12 +774,12 @@ func (r *Replay) beginWindow() {
 	r.peakRes = PeakAt{Bytes: st.ReservedBytes[allocator.PoolAll].Current, Index: -1}
 	r.atPeak = r.unusedNow()
 	h := &r.res.History
-	h.Entries = len(r.trace)
-	if len(r.trace) > 0 {
-		h.FirstTimeUS, h.LastTimeUS = r.trace[0].TimeUS, r.trace[len(r.trace)-1].TimeUS
+	h.Entries = r.tw.n
+	if r.tw.n > 0 {
+		h.FirstTimeUS, h.LastTimeUS = r.tw.at(0).TimeUS, r.tw.at(r.tw.n-1).TimeUS
 	}
 	switch {
-	case len(r.trace) == 0:
+	case r.tw.n == 0:
 		h.Coverage = CoverageNone
 	case h.PreexistingSegments > 0 || r.start.unexplained > 0:
 		h.Coverage = CoveragePartial
@@ -789,13 +798,13 @@ func (r *Replay) unusedNow() Unused {
 }
 
 // Len is the number of trace entries.
-func (r *Replay) Len() int { return len(r.trace) }
+func (r *Replay) Len() int { return r.tw.n }
 
 // Pos is the index of the next entry to apply (Len when all are).
 func (r *Replay) Pos() int { return r.pos }
 
-// Trace returns the trace being replayed (shared; do not modify).
-func (r *Replay) Trace() []snapshot.TraceEntry { return r.trace }
+// Trace returns the trace being replayed (the snapshot's, immutable).
+func (r *Replay) Trace() *snapshot.Trace { return r.trace }
 
 // Allocator returns the simulated allocator in its current state, for
 // inspection (blocks, regions, statistics). It must not be modified, and
@@ -812,15 +821,17 @@ func (r *Replay) VersionLabel() string { return r.res.Version }
 // Step applies the next allocator call: one entry, or the entries one
 // call produced together. It returns io.EOF when the trace is done.
 func (r *Replay) Step() error {
-	if r.pos >= len(r.trace) {
+	if r.pos >= r.tw.n {
 		return io.EOF
 	}
+	// The previous step's spans of the trace are done with.
+	r.tw.release()
 	if r.opts.Mode == WhatIf {
 		r.stepWhatIf()
 	} else {
 		r.stepFollow()
 	}
-	if n := r.opts.CheckEvery; n > 0 && (r.pos%n == 0 || r.pos == len(r.trace)) {
+	if n := r.opts.CheckEvery; n > 0 && (r.pos%n == 0 || r.pos == r.tw.n) {
 		if err := r.a.CheckInvariants(); err != nil {
 			return fmt.Errorf("allocator: after trace entry %d: %w", r.pos-1, err)
 		}
@@ -844,7 +855,7 @@ func (r *Replay) RunTo(i int) error {
 
 // Run applies the rest of the trace and returns the result.
 func (r *Replay) Run() (*Result, error) {
-	if err := r.RunTo(len(r.trace)); err != nil {
+	if err := r.RunTo(r.tw.n); err != nil {
 		return nil, err
 	}
 	return r.Result(), nil
@@ -858,7 +869,7 @@ func (r *Replay) Result() *Result {
 	if r.done {
 		return r.res
 	}
-	for r.pos < len(r.trace) {
+	for r.pos < r.tw.n {
 		r.Step()
 	}
 	r.done = true
@@ -874,11 +885,7 @@ func (r *Replay) Result() *Result {
 		r.res.Agreement = r.agree()
 		r.reconcile()
 	}
-	for _, e := range r.trace {
-		if e.Action == snapshot.ActionOOM {
-			r.res.OOMs.Recorded++
-		}
-	}
+	r.res.OOMs.Recorded = r.trace.Count(snapshot.ActionOOM)
 	st := r.a.Stats()
 	r.res.OOMs.Simulated = int(st.NumOOMs)
 	r.res.Stats = st
@@ -890,7 +897,7 @@ func (r *Replay) Result() *Result {
 	if r.opts.Mode == Follow {
 		// What the recording does not determine is a bound, not the
 		// simulator's guess.
-		if len(r.trace) == 0 {
+		if r.tw.n == 0 {
 			r.res.Bounds = noTraceBounds(int64(r.a.NumSegments()), r.cfg.Version)
 		} else {
 			r.res.Bounds = traceBounds(r.trace, r.cfg.Version, r.res.Pools.Any())
@@ -939,15 +946,15 @@ func (r *Replay) finish(i, j int) {
 	// constant figures (Allocator.AddUnmodelled).
 	_, kept := r.a.UnmodelledStats()
 	if p := st.AllocatedBytes[allocator.PoolAll].Peak + kept.AllocatedBytes[allocator.PoolAll].Current; p > r.peakAlloc.Bytes {
-		r.peakAlloc = PeakAt{Bytes: p, Index: j, TimeUS: r.trace[j].TimeUS}
+		r.peakAlloc = PeakAt{Bytes: p, Index: j, TimeUS: r.tw.at(j).TimeUS}
 		r.atPeak = r.unusedNow()
 	}
 	if p := st.ReservedBytes[allocator.PoolAll].Peak + kept.ReservedBytes[allocator.PoolAll].Current; p > r.peakRes.Bytes {
-		r.peakRes = PeakAt{Bytes: p, Index: j, TimeUS: r.trace[j].TimeUS}
+		r.peakRes = PeakAt{Bytes: p, Index: j, TimeUS: r.tw.at(j).TimeUS}
 	}
 	if r.opts.OnEvent != nil {
 		for k := i; k <= j; k++ {
-			r.opts.OnEvent(k, r.trace[k], r.a)
+			r.opts.OnEvent(k, r.tw.at(k), r.a)
 		}
 	}
 	r.pos = j + 1
@@ -983,8 +990,8 @@ func (r *Replay) segmentAddress(req allocator.SegmentRequest) (uint64, bool) {
 // recordedSegment finds the recorded address for a new segment or
 // reservation among the window's entries from k on.
 func (r *Replay) recordedSegment(req allocator.SegmentRequest, k int) (uint64, bool) {
-	for ; k <= r.win[1] && k < len(r.trace); k++ {
-		e := r.trace[k]
+	for ; k <= r.win[1] && k < r.tw.n; k++ {
+		e := r.tw.at(k)
 		switch {
 		case !req.Expandable && e.Action == snapshot.ActionSegmentAlloc:
 			return e.Addr, true
@@ -999,7 +1006,7 @@ func (r *Replay) recordedSegment(req allocator.SegmentRequest, k int) (uint64, b
 
 func (r *Replay) stepFollow() {
 	i := r.pos
-	e := r.trace[i]
+	e := r.tw.at(i)
 	switch e.Action {
 	case snapshot.ActionAlloc, snapshot.ActionOOM, snapshot.ActionSegmentAlloc, snapshot.ActionSegmentFree,
 		snapshot.ActionSegmentMap, snapshot.ActionSegmentUnmap:
@@ -1048,8 +1055,8 @@ func (r *Replay) stepFollow() {
 // 0: the segment events from i on) show for it: the first map of a
 // (stream, pool) outside every reservation known.
 func (r *Replay) placeGuessedReservations(i, j int) {
-	for k := i; k < len(r.trace) && (k <= j || j < 0 && isSegmentEvent(r.trace[k].Action)); k++ {
-		if e := r.trace[k]; e.Action == snapshot.ActionSegmentMap {
+	for k := i; k < r.tw.n && (k <= j || j < 0 && isSegmentEvent(r.tw.at(k).Action)); k++ {
+		if e := r.tw.at(k); e.Action == snapshot.ActionSegmentMap {
 			r.a.PlaceGuessedReservation(e.Addr, r.streams.of(&e), r.mapIsSmall(k))
 		}
 	}
@@ -1062,10 +1069,10 @@ func (r *Replay) placeGuessedReservations(i, j int) {
 // the segment events.
 func (r *Replay) callEnd(i int) int {
 	k := i
-	for k < len(r.trace) && (isSegmentEvent(r.trace[k].Action) || k > i && r.trace[k].Action == snapshot.ActionFreeCompleted) {
+	for k < r.tw.n && (isSegmentEvent(r.tw.at(k).Action) || k > i && r.tw.at(k).Action == snapshot.ActionFreeCompleted) {
 		k++
 	}
-	if k < len(r.trace) && (r.trace[k].Action == snapshot.ActionAlloc || r.trace[k].Action == snapshot.ActionOOM) {
+	if k < r.tw.n && (r.tw.at(k).Action == snapshot.ActionAlloc || r.tw.at(k).Action == snapshot.ActionOOM) {
 		return k
 	}
 	return -1
@@ -1131,8 +1138,8 @@ func (r *Replay) followMalloc(i, j int) {
 	if r.pools.guess[j] && r.tryPools(i, j) {
 		return
 	}
-	want := r.trace[i : j+1]
-	e := r.trace[j]
+	want := r.tw.span(i, j+1)
+	e := r.tw.at(j)
 	isAlloc := e.Action == snapshot.ActionAlloc
 	shown := r.toggled && r.followSetting(i, j)
 	if isAlloc && !r.a.Allocated(e.Addr) && (r.toggled || r.mayToggle()) && r.splitInside(e.Addr) && !r.toggled {
@@ -1152,7 +1159,7 @@ func (r *Replay) followMalloc(i, j int) {
 		case allocator.OutcomeCacheHit:
 			ok = i == j && addr == e.Addr
 		case allocator.OutcomeNewSegment:
-			s := r.trace[i]
+			s := r.tw.at(i)
 			ok = j == i+1 && s.Action == snapshot.ActionSegmentAlloc && s.Size == allocSize && s.Addr == e.Addr && r.streams.of(&s) == r.streams.of(&e)
 		}
 		if ok {
@@ -1183,7 +1190,7 @@ func (r *Replay) followMalloc(i, j int) {
 			if r.toggled && !shown && r.tryOtherSetting(i, j) {
 				return
 			}
-			if isRelease(r.trace[i].Action) && r.tryEmptyCache(i, j-1) {
+			if isRelease(r.tw.at(i).Action) && r.tryEmptyCache(i, j-1) {
 				return
 			}
 			r.force(i, j, func() string { return r.describePrediction(out, addr, allocSize) })
@@ -1196,7 +1203,7 @@ func (r *Replay) followMalloc(i, j int) {
 	}
 	// A leading release run the call does not produce itself is the
 	// program's empty_cache().
-	if isRelease(r.trace[i].Action) && r.tryEmptyCache(i, j-1) {
+	if isRelease(r.tw.at(i).Action) && r.tryEmptyCache(i, j-1) {
 		return
 	}
 	r.force(i, j, func() string { return "simulator: " + describeEntries(got, err) })
@@ -1205,14 +1212,14 @@ func (r *Replay) followMalloc(i, j int) {
 // tryCall runs the allocation of entry j on a copy of the allocator and
 // keeps the copy if the call produced exactly entries i..j.
 func (r *Replay) tryCall(i, j int) (bool, []snapshot.TraceEntry, error) {
-	e := r.trace[j]
+	e := r.tw.at(j)
 	c := r.a.Clone()
-	c.OrderHeldFrees(r.trace[i : j+1])
+	c.OrderHeldFrees(r.tw.span(i, j+1))
 	r.win, r.cur = [2]int{i, j}, c
 	_, err := c.Malloc(e.Size, r.streams.of(&e), e.Stack)
 	var oom *allocator.OOMError
 	got := c.Trace()
-	if (err == nil || errors.As(err, &oom)) && sameEntries(got, r.trace[i:j+1]) {
+	if (err == nil || errors.As(err, &oom)) && sameEntries(got, r.tw.span(i, j+1)) {
 		r.a = c
 		r.matched(i, j)
 		return true, nil, nil
@@ -1228,22 +1235,22 @@ func (r *Replay) tryCall(i, j int) (bool, []snapshot.TraceEntry, error) {
 // only where a fallback is possible at all: a release or an oom follows,
 // or a new segment under a finite capacity.
 func (r *Replay) syncedByCall(i int) bool {
-	if !r.a.PendingFree(r.trace[i].Addr) {
+	if !r.a.PendingFree(r.tw.at(i).Addr) {
 		return false
 	}
 	k := i
-	for k < len(r.trace) && r.trace[k].Action == snapshot.ActionFreeCompleted {
+	for k < r.tw.n && r.tw.at(k).Action == snapshot.ActionFreeCompleted {
 		k++
 	}
-	if k == len(r.trace) {
+	if k == r.tw.n {
 		return false
 	}
 	j := r.callEnd(k)
 	if j < 0 {
 		return false
 	}
-	fallback := r.trace[j].Action == snapshot.ActionOOM
-	for _, f := range r.trace[k:j] {
+	fallback := r.tw.at(j).Action == snapshot.ActionOOM
+	for _, f := range r.tw.span(k, j) {
 		fallback = fallback || isRelease(f.Action) || r.a.Device().Capacity() > 0 && isSegmentEvent(f.Action)
 	}
 	if !fallback {
@@ -1268,12 +1275,12 @@ func (r *Replay) tryEmptyCache(i, last int) bool {
 func (r *Replay) tryEmptyCacheAs(i, last int, capturing bool) bool {
 	c := r.a.Clone()
 	if capturing {
-		c.EmptyCacheCapturing(r.trace[i].Stack)
+		c.EmptyCacheCapturing(r.tw.at(i).Stack)
 	} else {
-		c.EmptyCache(r.trace[i].Stack)
+		c.EmptyCache(r.tw.at(i).Stack)
 	}
 	got := c.Trace()
-	if k := len(got); k > 0 && i+k-1 <= last && sameEntries(got, r.trace[i:i+k]) {
+	if k := len(got); k > 0 && i+k-1 <= last && sameEntries(got, r.tw.span(i, i+k)) {
 		r.a = c
 		r.res.Fidelity.EmptyCacheCalls++
 		r.emptyCacheAt[i] = true
@@ -1290,10 +1297,10 @@ func (r *Replay) tryEmptyCacheAs(i, last int, capturing bool) bool {
 // followRelease handles segment events no alloc or oom follows.
 func (r *Replay) followRelease(i int) {
 	k := i
-	for k < len(r.trace) && isSegmentEvent(r.trace[k].Action) {
+	for k < r.tw.n && isSegmentEvent(r.tw.at(k).Action) {
 		k++
 	}
-	if isRelease(r.trace[i].Action) {
+	if isRelease(r.tw.at(i).Action) {
 		if r.tryEmptyCache(i, k-1) {
 			return
 		}
@@ -1304,7 +1311,7 @@ func (r *Replay) followRelease(i int) {
 
 func (r *Replay) matched(i, j int) {
 	f := r.res.Fidelity
-	for _, e := range r.trace[i : j+1] {
+	for _, e := range r.tw.span(i, j+1) {
 		switch {
 		case isSegmentEvent(e.Action):
 			f.SegmentEvents.Reproduced++
@@ -1334,14 +1341,14 @@ func (r *Replay) example(s string) {
 func (r *Replay) diverged(i, j int, what func() string) {
 	r.res.Fidelity.Divergences++
 	if r.wantExample() {
-		r.example(fmt.Sprintf("entries %d-%d (recorded %s): %s", i, j, describeEntries(r.trace[i:j+1], nil), what()))
+		r.example(fmt.Sprintf("entries %d-%d (recorded %s): %s", i, j, describeEntries(r.tw.span(i, j+1), nil), what()))
 	}
 }
 
 // unapplied counts an entry the state could not take; why (a string or an
 // error) is formatted only into a kept example.
 func (r *Replay) unapplied(i int, why any) {
-	e := r.trace[i]
+	e := r.tw.at(i)
 	if r.res.Fidelity != nil {
 		r.res.Fidelity.Unapplied++
 		if r.wantExample() {
@@ -1357,20 +1364,20 @@ func (r *Replay) force(i, j int, what func() string) {
 	a := r.a
 	// The pool of the segment a call creates follows from its request.
 	pool := snapshot.LargePool
-	if last := r.trace[j]; last.Action == snapshot.ActionAlloc || last.Action == snapshot.ActionOOM {
+	if last := r.tw.at(j); last.Action == snapshot.ActionAlloc || last.Action == snapshot.ActionOOM {
 		if r.cfg.RoundSize(last.Size) <= allocator.SmallSize {
 			pool = snapshot.SmallPool
 		}
 	}
 	for k := i; k <= j; k++ {
-		e := r.trace[k]
+		e := r.tw.at(k)
 		var err error
 		switch e.Action {
 		case snapshot.ActionSegmentFree, snapshot.ActionSegmentUnmap:
 			err = a.ForceRelease(e.Addr, e.Size, e.Stack)
 		case snapshot.ActionSegmentAlloc:
 			p := pool
-			if r.trace[j].Action != snapshot.ActionAlloc && r.trace[j].Action != snapshot.ActionOOM {
+			if r.tw.at(j).Action != snapshot.ActionAlloc && r.tw.at(j).Action != snapshot.ActionOOM {
 				p = segmentPoolOfSize(e.Size)
 			}
 			err = a.ForceSegment(e.Addr, e.Size, r.streams.of(&e), p, e.Stack)
@@ -1436,7 +1443,7 @@ func describeEntries(es []snapshot.TraceEntry, err error) string {
 
 func (r *Replay) stepWhatIf() {
 	i := r.pos
-	e := r.trace[i]
+	e := r.tw.at(i)
 	a := r.a
 	switch e.Action {
 	case snapshot.ActionAlloc:
@@ -1523,15 +1530,14 @@ type callPools struct {
 	capturingEmptyCache map[int]bool
 }
 
-func findCallPools(s *snapshot.Snapshot, tr []snapshot.TraceEntry, final []*snapshot.Segment) callPools {
+func findCallPools(s *snapshot.Snapshot, tr *snapshot.Trace, final []*snapshot.Segment) callPools {
 	cp := callPools{call: map[int]snapshot.PoolID{}, seg: map[int]snapshot.PoolID{}, released: map[int]snapshot.PoolID{}, guess: map[int]bool{}, capturingEmptyCache: map[int]bool{}}
 	for _, f := range final {
 		cp.any = cp.any || !f.PoolID.IsDefault()
 	}
 	if s.Features.TracePoolID {
-		for i := range tr {
-			e := &tr[i]
-			id := s.Context(e).Pool
+		for i, e := range tr.All() {
+			id := s.Context(&e).Pool
 			if id.IsDefault() {
 				continue
 			}
@@ -1567,7 +1573,7 @@ func findCallPools(s *snapshot.Snapshot, tr []snapshot.TraceEntry, final []*snap
 		return final[k]
 	}
 	live := map[uint64]int{} // cudaMalloc'd segment address → its segment_alloc
-	for i, e := range tr {
+	for i, e := range tr.All() {
 		switch e.Action {
 		case snapshot.ActionSegmentAlloc:
 			live[e.Addr] = i
@@ -1612,7 +1618,7 @@ func (r *Replay) routeCall(i, j int) snapshot.PoolID {
 		found := false
 		last := max(i, j)
 		for k := i; k <= last && !found; k++ {
-			switch r.trace[k].Action {
+			switch r.tw.at(k).Action {
 			case snapshot.ActionSegmentAlloc, snapshot.ActionSegmentMap:
 				id, found = r.pools.seg[k]
 				if !found && j >= 0 {
@@ -1623,8 +1629,8 @@ func (r *Replay) routeCall(i, j int) snapshot.PoolID {
 		}
 		switch {
 		case found || j < 0:
-		case r.trace[j].Action == snapshot.ActionAlloc:
-			id, _ = r.a.PoolOf(r.trace[j].Addr)
+		case r.tw.at(j).Action == snapshot.ActionAlloc:
+			id, _ = r.a.PoolOf(r.tw.at(j).Addr)
 		default: // an oom: no address to go by
 			r.pools.guess[j] = true
 		}
@@ -1648,12 +1654,12 @@ func (r *Replay) notePoolReleases(i, j int, own snapshot.PoolID) {
 	last := j
 	if last < 0 {
 		last = i
-		for last+1 < len(r.trace) && isSegmentEvent(r.trace[last+1].Action) {
+		for last+1 < r.tw.n && isSegmentEvent(r.tw.at(last+1).Action) {
 			last++
 		}
 	}
 	for k := i; k <= last; k++ {
-		e := r.trace[k]
+		e := r.tw.at(k)
 		if !isRelease(e.Action) {
 			continue
 		}
@@ -1674,7 +1680,7 @@ func (r *Replay) notePoolReleases(i, j int, own snapshot.PoolID) {
 func (r *Replay) tryPools(i, j int) bool {
 	cands := []snapshot.PoolID{{}}
 	cands = append(cands, r.a.LivePrivatePools()...)
-	e := r.trace[j]
+	e := r.tw.at(j)
 	matches := 0
 	var chosen *snapshot.PoolID
 	for _, id := range cands {
@@ -1682,7 +1688,7 @@ func (r *Replay) tryPools(i, j int) bool {
 		if e.Action == snapshot.ActionAlloc {
 			out, _, allocSize := r.a.PredictMalloc(e.Size, r.streams.of(&e))
 			if out == allocator.OutcomeNewSegment {
-				s := r.trace[i]
+				s := r.tw.at(i)
 				if j == i+1 && s.Action == snapshot.ActionSegmentAlloc && s.Size == allocSize && s.Addr == e.Addr {
 					matches++
 					if chosen == nil {
@@ -1713,7 +1719,7 @@ func (r *Replay) tryPools(i, j int) bool {
 	r.notePoolGuess(j, *chosen, matches)
 	r.win, r.cur = [2]int{i, j}, r.a
 	_, err := r.a.Malloc(e.Size, r.streams.of(&e), e.Stack)
-	if err == nil && sameEntries(r.a.Trace(), r.trace[i:j+1]) {
+	if err == nil && sameEntries(r.a.Trace(), r.tw.span(i, j+1)) {
 		r.matched(i, j)
 		return true
 	}
@@ -1732,8 +1738,8 @@ func (r *Replay) notePoolGuess(j int, id snapshot.PoolID, matches int) {
 	p.Inferred++
 	if matches != 1 {
 		p.Ambiguous++
-		if j > 0 && (r.trace[j-1].Action == snapshot.ActionSegmentAlloc || r.trace[j-1].Action == snapshot.ActionSegmentMap) {
-			p.AmbiguousBytes += r.trace[j-1].Size
+		if j > 0 && (r.tw.at(j-1).Action == snapshot.ActionSegmentAlloc || r.tw.at(j-1).Action == snapshot.ActionSegmentMap) {
+			p.AmbiguousBytes += r.tw.at(j - 1).Size
 		}
 	}
 }
@@ -1751,10 +1757,9 @@ func (r *Replay) startPools() {
 			// An expandable range goes with its reservation's pool.
 			continue
 		}
-		for i := range r.trace {
-			e := &r.trace[i]
+		for _, e := range r.trace.All() {
 			if e.Action != snapshot.ActionOOM && e.Action != snapshot.ActionSnapshot && e.Addr >= seg.Address && e.Addr < seg.End() {
-				seg.PoolID = r.snap.Context(e).Pool
+				seg.PoolID = r.snap.Context(&e).Pool
 				break
 			}
 		}

@@ -154,7 +154,7 @@ func TestReplayRoundTrip(t *testing.T) {
 					t.Errorf("final layout differs")
 				}
 				t.Logf("%d entries, %d segment events, %d placements, %d ooms, %d empty_cache",
-					len(s.Trace(0)), f.SegmentEvents.Recorded, f.Placements.Recorded, res.OOMs.Recorded, f.EmptyCacheCalls)
+					s.Trace(0).Len(), f.SegmentEvents.Recorded, f.Placements.Recorded, res.OOMs.Recorded, f.EmptyCacheCalls)
 			})
 		}
 	}
@@ -239,7 +239,7 @@ func TestReplayMidRun(t *testing.T) {
 // state still ends equal to the snapshot, and every divergence is counted.
 func TestReplayDivergenceIsForced(t *testing.T) {
 	s, rec := recordWorkload(t, roundTripCases[0], 1, 400, 0)
-	tr := s.Traces[0]
+	tr := s.Traces[0].Entries()
 	// Swap the addresses of two allocations served from the cache: the
 	// recording now says the allocator chose differently.
 	var swapped []int
@@ -257,6 +257,7 @@ func TestReplayDivergenceIsForced(t *testing.T) {
 	// would need the state; instead drop the alloc entirely and keep its
 	// frees: they become unapplied, everything else must go on.
 	tr[i].Action = snapshot.ActionUserDefined
+	s.Traces[0] = snapshot.TraceOf(tr...)
 	r, err := New(s, Options{Version: allocator.Latest, CheckEvery: 1})
 	if err != nil {
 		t.Fatal(err)
@@ -294,7 +295,7 @@ func TestReplayStepAPI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Pos() != 0 || r.Len() != len(s.Trace(0)) {
+	if r.Pos() != 0 || r.Len() != s.Trace(0).Len() {
 		t.Fatalf("pos %d len %d", r.Pos(), r.Len())
 	}
 	mid := r.Len() / 2

@@ -343,7 +343,7 @@ func roundTrip(set rtSetting, v allocator.Version, seed uint64, ops int) rtOutco
 		ro.Config = &cfg
 	}
 	if rtDebugTrace != nil {
-		rtDebugTrace(snap.Trace(0))
+		rtDebugTrace(snap.Trace(0).Entries())
 	}
 	// Every recorded placement must be where the replayed state has the
 	// allocation, whoever decided it (the simulator or a forced step).

@@ -43,7 +43,7 @@ func (r *Replay) expandableToggled() (toggled, first bool) {
 		return false, false
 	}
 	sawAlloc, sawMap, seen := false, false, false
-	for _, e := range r.trace {
+	for _, e := range r.trace.All() {
 		switch e.Action {
 		case snapshot.ActionSegmentAlloc:
 			sawAlloc = true
@@ -109,7 +109,7 @@ func setExpandable(a interface{ SetAllocatorSettings(string) error }, on bool) {
 // followSetting sets the simulator's expandable_segments to what the new
 // segments of the call i..j show, if they show it.
 func (r *Replay) followSetting(i, j int) (shown bool) {
-	for _, e := range r.trace[i : j+1] {
+	for _, e := range r.tw.span(i, j+1) {
 		var on bool
 		switch e.Action {
 		case snapshot.ActionSegmentAlloc:
@@ -130,13 +130,13 @@ func (r *Replay) followSetting(i, j int) (shown bool) {
 // expandable_segments switched, and keeps the copy if that reproduces the
 // recorded entries: the program switched the setting before the call.
 func (r *Replay) tryOtherSetting(i, j int) bool {
-	e := r.trace[j]
+	e := r.tw.at(j)
 	c := r.a.Clone()
 	setExpandable(c, !c.Config().ExpandableSegments)
-	c.OrderHeldFrees(r.trace[i : j+1])
+	c.OrderHeldFrees(r.tw.span(i, j+1))
 	r.win, r.cur = [2]int{i, j}, c
 	_, err := c.Malloc(e.Size, r.streams.of(&e), e.Stack)
-	if sameEntries(c.Trace(), r.trace[i:j+1]) && (err == nil || e.Action == snapshot.ActionOOM) {
+	if sameEntries(c.Trace(), r.tw.span(i, j+1)) && (err == nil || e.Action == snapshot.ActionOOM) {
 		r.a = c
 		r.matched(i, j)
 		return true
@@ -225,7 +225,7 @@ func (r *Replay) runtimeBounds(pre []allocator.BlockInfo) map[string]Bound {
 			ranges[len(ranges)-1].freeReq = -2 // freed before the window
 		}
 	}
-	for i, e := range r.trace {
+	for i, e := range r.trace.All() {
 		switch e.Action {
 		case snapshot.ActionAlloc:
 			rounded := cfg.RoundSize(e.Size)
@@ -235,13 +235,13 @@ func (r *Replay) runtimeBounds(pre []allocator.BlockInfo) map[string]Bound {
 				var seg *snapshot.TraceEntry
 				mapped := false
 				for k := i - 1; k >= 0; k-- {
-					p := &r.trace[k]
+					p := r.tw.at(k)
 					if !isSegmentEvent(p.Action) && p.Action != snapshot.ActionFreeCompleted {
 						break
 					}
 					mapped = mapped || p.Action == snapshot.ActionSegmentMap
 					if p.Action == snapshot.ActionSegmentAlloc && p.Addr == e.Addr {
-						seg = p
+						seg = &p
 					}
 				}
 				switch {
@@ -345,7 +345,7 @@ func (r *Replay) runtimeBounds(pre []allocator.BlockInfo) map[string]Bound {
 	}
 	peaks(&alloc)
 	peaks(&active)
-	for i := range r.trace {
+	for i := range r.tw.n {
 		for _, k := range byEntry[i] {
 			sr := &ranges[k]
 			switch i {

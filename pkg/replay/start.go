@@ -61,10 +61,10 @@ type startState struct {
 // not be charged as an allocation site. (A strict test: with "all", a
 // tensor freed in the function that made it repeats the stack too — 73%
 // of the pairs in one published trace.)
-func freesCarryAllocationStacks(tr []snapshot.TraceEntry) bool {
+func freesCarryAllocationStacks(tr *snapshot.Trace) bool {
 	var allocStack addrMap
 	same, pairs := 0, 0
-	for _, e := range tr {
+	for _, e := range tr.All() {
 		switch e.Action {
 		case snapshot.ActionAlloc:
 			allocStack.put(e.Addr, uint32(e.Stack))
@@ -202,26 +202,22 @@ type touchScan struct {
 // scan covers the addresses of the given shard (0 or 1): a hash bit
 // independent of the one addrMap places keys by, so that each half's
 // table fills evenly.
-func (t *touchScan) scan(tr []snapshot.TraceEntry, shard uint64) {
+func (t *touchScan) scan(tr *snapshot.Trace, shard uint64) {
 	// Every address is new at most once per allocation at it (or first
 	// freed): sizing the set for the allocations spares it the rehashing
-	// of doubling, a third of the pass on a trace of millions.
-	allocs := 0
-	for i := range tr {
-		if tr[i].Action == snapshot.ActionAlloc && ((tr[i].Addr>>9)*0xC2B2AE3D27D4EB4F)>>63 == shard {
-			allocs++
-		}
-	}
-	t.set.reserve(allocs)
-	for i := range tr {
-		e := &tr[i]
+	// of doubling, a third of the pass on a trace of millions. The hash
+	// bit splits them about evenly: half the trace's allocations and a
+	// margin (counting this shard's exactly cost a pass of its own).
+	allocs := tr.Count(snapshot.ActionAlloc)
+	t.set.reserve(allocs/2 + allocs/16)
+	for i, e := range tr.All() {
 		switch e.Action {
 		case snapshot.ActionAlloc, snapshot.ActionFreeRequested, snapshot.ActionFreeCompleted, snapshot.ActionFree:
 			if ((e.Addr>>9)*0xC2B2AE3D27D4EB4F)>>63 != shard {
 				continue
 			}
 			if t.set.put(e.Addr, 0) && e.Action != snapshot.ActionAlloc {
-				t.freed = append(t.freed, firstFree{i, *e})
+				t.freed = append(t.freed, firstFree{i, e})
 			}
 		}
 	}
@@ -229,7 +225,7 @@ func (t *touchScan) scan(tr []snapshot.TraceEntry, shard uint64) {
 
 // reconstructStart rebuilds the state before the first trace entry.
 // resSize gives an expandable reservation's size for a page size.
-func reconstructStart(cfg allocator.Config, tr []snapshot.TraceEntry, streams streamTable, final []*snapshot.Segment, resSize func(page int64) int64) startState {
+func reconstructStart(cfg allocator.Config, tr *snapshot.Trace, streams streamTable, final []*snapshot.Segment, resSize func(page int64) int64) startState {
 	st := startState{exact: make(map[uint64]bool)}
 	// Which stacks free entries carry is judged on a pass of its own, on
 	// another core while this one scans the trace.
@@ -255,7 +251,7 @@ func reconstructStart(cfg allocator.Config, tr []snapshot.TraceEntry, streams st
 		stream int64
 	}
 	var preMapped []preRange
-	for i, e := range tr {
+	for i, e := range tr.All() {
 		switch e.Action {
 		case snapshot.ActionSegmentAlloc:
 			created[e.Addr] = e.Size
@@ -342,7 +338,7 @@ func reconstructStart(cfg allocator.Config, tr []snapshot.TraceEntry, streams st
 				}
 			}
 		} else {
-			seg.Blocks = st.liveBlocks(cfg, &seg, s.Blocks, touched, inRange(s.Address, s.End(), len(tr)))
+			seg.Blocks = st.liveBlocks(cfg, &seg, s.Blocks, touched, inRange(s.Address, s.End(), tr.Len()))
 		}
 		st.segments = append(st.segments, seg)
 	}
@@ -386,7 +382,7 @@ func reconstructStart(cfg allocator.Config, tr []snapshot.TraceEntry, streams st
 				}
 			}
 		}
-		seg.Blocks = st.liveBlocks(cfg, &seg, blocks, touched, inRange(r.lo, r.hi, len(tr)))
+		seg.Blocks = st.liveBlocks(cfg, &seg, blocks, touched, inRange(r.lo, r.hi, tr.Len()))
 		expSeeds = append(expSeeds, seg)
 	}
 	// One reservation per cluster of ranges of a stream and pool. The true
@@ -401,12 +397,15 @@ func reconstructStart(cfg allocator.Config, tr []snapshot.TraceEntry, streams st
 		pool   snapshot.Pool
 	}
 	var addrs []known
-	for i, e := range tr {
+	for i, e := range tr.All() {
+		if tr.Count(snapshot.ActionSegmentMap) == 0 {
+			break
+		}
 		if e.Action != snapshot.ActionSegmentMap {
 			continue
 		}
 		pool := snapshot.LargePool
-		for _, f := range tr[i+1:] {
+		for _, f := range tr.From(i + 1) {
 			if f.Action == snapshot.ActionAlloc || f.Action == snapshot.ActionOOM {
 				if cfg.RoundSize(f.Size) <= allocator.SmallSize {
 					pool = snapshot.SmallPool

@@ -21,7 +21,7 @@ import (
 // to allow for one.
 func settingDependentSplits(t *testing.T, snap *snapshot.Snapshot) (dependent, cacheHits, allocs int) {
 	t.Helper()
-	trace := snap.Trace(0)
+	trace := snap.Trace(0).Entries()
 	o := Options{OnEvent: func(i int, e snapshot.TraceEntry, a *allocator.Allocator) {
 		if e.Action != snapshot.ActionAlloc {
 			return

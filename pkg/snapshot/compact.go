@@ -90,7 +90,9 @@ type builder struct {
 	// fieldOf maps a small interned string id to its field (+1); 0 = none.
 	fieldOf []uint8
 
-	entries  []TraceEntry
+	// trace holds every trace entry in file order, compact; a device's
+	// trace is a view of it (see traces).
+	trace    TraceBuilder
 	blocks   []Block
 	segments []pendingSegment
 	history  []historyEntry
@@ -111,12 +113,7 @@ type builder struct {
 	// names them (a newer PyTorch may add actions).
 	unknownActions int
 	firstUnknown   string
-	// progress reports how far decoding has come (input offset, input
-	// size), or is nil when that is unknown; see growEntries.
-	progress func() (done, total int64)
-	// firstEntryAt is the input offset of the first trace entry.
-	firstEntryAt int64
-	frameIDs     []FrameID // scratch
+	frameIDs       []FrameID // scratch
 	// contexts interns the entries' stream, compile_context and
 	// user_metadata; lastContext is the one interned last.
 	contexts      Contexts
@@ -368,43 +365,18 @@ func (b *builder) entry() (pickle.Value, bool, error) {
 		}
 	}
 	// Most entries repeat the previous entry's context: skip the map.
-	if c != b.lastContext || len(b.entries) == 0 {
+	if c != b.lastContext || b.trace.Len() == 0 {
 		b.lastContext, b.lastContextID = c, b.contexts.Intern(c)
 	}
 	e.Context = b.lastContextID
-	if len(b.entries) >= caps.entries {
+	if b.trace.Len() >= caps.entries {
 		return pickle.None, false, fmt.Errorf("more than %d trace entries, the limit (MaxTraceEntries)", caps.entries)
 	}
-	if len(b.entries) == cap(b.entries) {
-		b.growEntries()
-	}
-	b.entries = append(b.entries, e)
-	return pickle.Record(tagEntry, uint64(len(b.entries)-1)), true, nil
-}
-
-// growEntries makes room for more trace entries. The traces are slices of
-// b.entries in the end (see traces), so the array is never copied into
-// another; but growing it by doubling would hold the old and the new
-// array at once, twice the traces' memory at the worst moment. Once a few
-// thousand entries have been read, the room is sized from the entries per
-// input byte so far and the bytes still to come, with a margin: on a
-// large file the array is allocated about once at its final size.
-func (b *builder) growEntries() {
-	n := len(b.entries)
-	want := max(2*n, 256)
-	if n == 0 && b.progress != nil {
-		b.firstEntryAt, _ = b.progress()
-	}
-	if n >= 4096 && b.progress != nil {
-		done, total := b.progress()
-		if span := done - b.firstEntryAt; span > 0 && total > done {
-			left := float64(n) / float64(span) * float64(total-done)
-			want = max(n+n/8, n+int(1.15*left)+4096)
-		}
-	}
-	grown := make([]TraceEntry, n, want)
-	copy(grown, b.entries)
-	b.entries = grown
+	// The entries go straight into the compact trace (some 12 bytes an
+	// entry, in chunks that are never copied): no 40-byte array of them
+	// is ever held, nor doubled as it grows.
+	b.trace.Append(e)
+	return pickle.Record(tagEntry, uint64(b.trace.Len()-1)), true, nil
 }
 
 func (b *builder) historyItem() (pickle.Value, bool, error) {
@@ -616,10 +588,9 @@ func (b *builder) poolID(what string, k int) (PoolID, error) {
 // and the tables that index them. Text is counted where pickle.Values
 // interns it. See memoryBudget.
 func (b *builder) footprint() int64 {
-	// Entries count by length: growEntries sizes their room from the
-	// file's size (at most a few bytes per byte of it), and untouched
-	// room costs no memory.
-	n := int64(len(b.entries))*int64(unsafe.Sizeof(TraceEntry{})) +
+	// The trace counts what its chunks hold (an entry some 12 bytes, a
+	// chunk at most traceChunkMax ahead).
+	n := b.trace.Bytes() +
 		int64(cap(b.blocks))*int64(unsafe.Sizeof(Block{})) +
 		int64(cap(b.segments))*int64(unsafe.Sizeof(pendingSegment{})) +
 		int64(cap(b.history))*int64(unsafe.Sizeof(historyEntry{})) +

@@ -162,7 +162,7 @@ func modelSummary(t *testing.T, s *Snapshot) string {
 		}
 	}
 	for d := range s.Devices() {
-		for _, e := range s.Trace(d) {
+		for _, e := range s.Trace(d).All() {
 			if s.Contexts == nil || int(e.Context) >= s.Contexts.Len() {
 				t.Fatalf("context id out of range")
 			}

@@ -56,9 +56,9 @@ func TestGzipTrailerIsVerified(t *testing.T) {
 // Trace entries with an action memstat does not know are counted in one
 // warning line, not dropped without a word (issue 18).
 func TestUnknownActionsWarnOnce(t *testing.T) {
-	s := &Snapshot{Stacks: NewStacks(), Traces: [][]TraceEntry{{
-		{Action: ActionUnknown}, {Action: ActionAlloc, Addr: 512, Size: 512}, {Action: ActionUnknown},
-	}}}
+	s := &Snapshot{Stacks: NewStacks(), Traces: []*Trace{TraceOf(
+		TraceEntry{Action: ActionUnknown}, TraceEntry{Action: ActionAlloc, Addr: 512, Size: 512}, TraceEntry{Action: ActionUnknown},
+	)}}
 	var buf bytes.Buffer
 	if err := Write(&buf, s); err != nil {
 		t.Fatal(err)
@@ -82,7 +82,7 @@ func TestUnknownActionsWarnOnce(t *testing.T) {
 // the limit: one trace entry listed under 65,536 devices made commands run
 // past 300 s (issue 18).
 func TestTooManyDevicesRefused(t *testing.T) {
-	s := &Snapshot{Stacks: NewStacks(), Traces: make([][]TraceEntry, MaxDevices+1)}
+	s := &Snapshot{Stacks: NewStacks(), Traces: make([]*Trace, MaxDevices+1)}
 	var buf bytes.Buffer
 	if err := Write(&buf, s); err != nil {
 		t.Fatal(err)

@@ -215,9 +215,6 @@ func Read(r io.Reader, size int64) (*Snapshot, error) {
 		}
 	} else {
 		d := pickle.NewDecoder(in, vs, b)
-		if !features.Gzip && size > 0 {
-			b.progress = func() (int64, int64) { return d.Offset(), size }
-		}
 		fileRead := d.Offset
 		if compressed != nil {
 			fileRead = func() int64 { return compressed.n }
@@ -404,7 +401,7 @@ func (b *builder) assemble(top pickle.Value) (*Snapshot, error) {
 	contexts := b.contexts // a copy: a pointer into b would keep the builder alive
 	s.Contexts = &contexts
 	s.Features = mergeFeatures(s.Features, b.features)
-	b.blocks, b.segments, b.history, b.entries = nil, nil, nil, nil
+	b.blocks, b.segments, b.history, b.trace = nil, nil, nil, TraceBuilder{}
 	return s, nil
 }
 
@@ -522,7 +519,8 @@ func (b *builder) traces(s *Snapshot, v pickle.Value) error {
 	// each entry: PyTorch writes one dict per entry, and one dict listed
 	// a million times (2 bytes a reference) would replay a million times.
 	taken := map[uint64]int{}
-	entryTaken := make([]bool, len(b.entries))
+	all := b.trace.Build()
+	entryTaken := make([]bool, all.Len())
 	takeEntry := func(d, i int, n uint64) error {
 		if entryTaken[n] {
 			return fmt.Errorf("%w: device_traces[%d][%d] repeats a trace entry dict listed before (PyTorch writes each entry once)", ErrNotSnapshot, d, i)
@@ -530,6 +528,10 @@ func (b *builder) traces(s *Snapshot, v pickle.Value) error {
 		entryTaken[n] = true
 		return nil
 	}
+	// decoded holds all the entries decoded, for a device whose list is
+	// not a run of entries in file order (no PyTorch file): made once,
+	// when first needed.
+	var decoded []TraceEntry
 	for d, dev := range vs.Items(v) {
 		if dev.Kind != pickle.KindList && dev.Kind != pickle.KindTuple {
 			return fmt.Errorf("%w: device_traces[%d] is a %s, not a list", ErrNotSnapshot, d, dev.Kind)
@@ -545,14 +547,13 @@ func (b *builder) traces(s *Snapshot, v pickle.Value) error {
 				}
 			}
 			// The entries of a device's trace decode one after another:
-			// the trace is a slice of them, not a copy (a copy doubled
-			// the peak memory of reading a large trace). Its capacity
-			// ends with it, so that appending to it copies.
-			s.Traces = append(s.Traces, b.entries[first:first+uint64(n):first+uint64(n)])
+			// the trace is a view of them, not a copy (a copy doubled
+			// the peak memory of reading a large trace).
+			s.Traces = append(s.Traces, all.view(int(first), n))
 			continue
 		}
 		items := vs.Items(dev)
-		trace := make([]TraceEntry, len(items))
+		var tb TraceBuilder
 		for i, it := range items {
 			if it.Kind != pickle.KindRecord || it.Tag != tagEntry {
 				return fmt.Errorf("%w: device_traces[%d][%d] is not a trace entry dict (with \"action\")", ErrNotSnapshot, d, i)
@@ -560,9 +561,12 @@ func (b *builder) traces(s *Snapshot, v pickle.Value) error {
 			if err := takeEntry(d, i, it.N); err != nil {
 				return err
 			}
-			trace[i] = b.entries[it.N]
+			if decoded == nil {
+				decoded = all.Entries()
+			}
+			tb.Append(decoded[it.N])
 		}
-		s.Traces = append(s.Traces, trace)
+		s.Traces = append(s.Traces, tb.Build())
 	}
 	return nil
 }

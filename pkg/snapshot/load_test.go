@@ -42,7 +42,7 @@ func modelText(s *Snapshot) string {
 		}
 	}
 	for dev, tr := range s.Traces {
-		for _, e := range tr {
+		for _, e := range tr.All() {
 			fmt.Fprintf(&b, "ev|%d|%s|%d|%d|%d|%d|%s|%s|%s\n", dev, e.Action, e.Addr, e.Size, s.Stream(&e), e.TimeUS,
 				hash(e.Stack), s.String(s.Context(&e).CompileContext), s.String(s.Context(&e).UserMetadata))
 		}

@@ -22,9 +22,9 @@ type Snapshot struct {
 	// then address).
 	Segments []Segment
 	// Traces holds the trace of each device allocator, indexed by device
-	// ordinal, oldest entry first. A device with no recorded history has an
-	// empty trace.
-	Traces [][]TraceEntry
+	// ordinal, oldest entry first, compact (see Trace). A device with no
+	// recorded history has an empty trace; a nil element is one too.
+	Traces []*Trace
 	// Settings is nil when the file has no allocator_settings (before 2.3).
 	Settings *AllocatorSettings
 	// Annotations are the external_annotations (2.5+), in file order.
@@ -97,10 +97,11 @@ func (s *Snapshot) DeviceSegments(device int) []*Segment {
 	return out
 }
 
-// Trace returns the trace of one device (nil when there is none).
-func (s *Snapshot) Trace(device int) []TraceEntry {
-	if device < 0 || device >= len(s.Traces) {
-		return nil
+// Trace returns the trace of one device: an empty one, never nil, when
+// there is none.
+func (s *Snapshot) Trace(device int) *Trace {
+	if device < 0 || device >= len(s.Traces) || s.Traces[device] == nil {
+		return &Trace{}
 	}
 	return s.Traces[device]
 }

@@ -112,8 +112,8 @@ func (w *writer) snapshot() {
 	e.BeginList()
 	for d := range s.Devices() {
 		e.BeginList()
-		for i := range s.Trace(d) {
-			w.entry(&s.Traces[d][i])
+		for _, en := range s.Trace(d).All() {
+			w.entry(&en)
 			if w.err != nil {
 				return
 			}

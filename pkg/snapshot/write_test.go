@@ -182,7 +182,7 @@ func diffModels(a, b *Snapshot, strictStrings bool) []string {
 		}
 	}
 	for dev := range max(len(a.Traces), len(b.Traces)) {
-		ta, tb := a.Trace(dev), b.Trace(dev)
+		ta, tb := a.Trace(dev).Entries(), b.Trace(dev).Entries()
 		if len(ta) != len(tb) {
 			add("device %d: %d trace entries, re-read %d", dev, len(ta), len(tb))
 			continue
@@ -534,7 +534,7 @@ func handBuilt() map[string]*Snapshot {
 			seg(2, 0x7e0000000000, LargePool,
 				Block{Size: 20 * MiB, RequestedSize: 20 * MiB, State: ActiveAllocated, Stack: long}),
 		},
-		Traces: [][]TraceEntry{
+		Traces: tracesOf([][]TraceEntry{
 			{
 				{Action: ActionSegmentAlloc, Addr: base, Size: 20 * MiB, TimeUS: 1735689600000000, Stack: fwd, Context: ct.Intern(EntryContext{CompileContext: 1})},
 				{Action: ActionAlloc, Addr: base, Size: 8*MiB - 100, TimeUS: 1735689600000001, Stack: fwd, Context: ct.Intern(EntryContext{CompileContext: 2, UserMetadata: 3})},
@@ -547,7 +547,7 @@ func handBuilt() map[string]*Snapshot {
 				{Action: ActionAlloc, Addr: base + 64*MiB, Size: 4, TimeUS: 1735689600000008, Stack: cpp, Context: ct.Intern(EntryContext{CompileContext: 1})},
 			},
 			{}, // device 1: no history
-		},
+		}),
 		Settings: &AllocatorSettings{
 			AllocConf: "expandable_segments:True,max_split_size_mb:512", MaxSplitSize: 512 * MiB,
 			GarbageCollectionThreshold: 0.6, ExpandableSegments: true, ReleaseLockOnCudaMalloc: true,
@@ -574,11 +574,11 @@ func handBuilt() map[string]*Snapshot {
 				Block{Size: 20 * MiB, RequestedSize: 20 * MiB, State: ActiveAllocated, Stack: grow},
 				Block{Size: 12 * MiB, RequestedSize: 12 * MiB, State: Inactive}),
 		},
-		Traces: [][]TraceEntry{{
+		Traces: tracesOf([][]TraceEntry{{
 			{Action: ActionSegmentMap, Addr: 0x7f1000000000, Size: 32 * MiB, TimeUS: 1, Stack: grow, Context: ct.Intern(EntryContext{CompileContext: 1})},
 			{Action: ActionAlloc, Addr: 0x7f1000000000, Size: 20 * MiB, TimeUS: 2, Stack: grow, Context: ct.Intern(EntryContext{CompileContext: 1})},
 			{Action: ActionSegmentUnmap, Addr: 0x7f1002000000, Size: 2 * MiB, TimeUS: 3, Context: ct.Intern(EntryContext{CompileContext: 1})},
-		}},
+		}}),
 		Settings: &AllocatorSettings{AllocConf: "expandable_segments:True", MaxSplitSize: -1, ExpandableSegments: true},
 		Features: Features{TimeUS: true, CompileContext: true, AllocatorSetting: true},
 	}
@@ -594,7 +594,7 @@ func handBuilt() map[string]*Snapshot {
 			seg(1, 0x7f2000000000, LargePool, Block{Size: 2 * MiB, RequestedSize: 2 * MiB, State: ActiveAllocated}),
 			seg(3, 0x7f3000000000, SmallPool, Block{Size: 2 * MiB, RequestedSize: 1, State: Inactive}),
 		},
-		Traces: [][]TraceEntry{{}, {}, {}, {}},
+		Traces: tracesOf([][]TraceEntry{{}, {}, {}, {}}),
 	}
 	out["old_no_history"] = old
 
@@ -708,7 +708,7 @@ func TestWriteSharesStacks(t *testing.T) {
 	dicts := bytes.Count(data, []byte{'}'}) // upper bound on EMPTY_DICT opcodes
 	entries := 0
 	for _, tr := range s.Traces {
-		entries += len(tr)
+		entries += tr.Len()
 	}
 	blocks := 0
 	for _, sg := range s.Segments {
@@ -763,7 +763,7 @@ func synthetic(segs, n, stacks, depth int) *Snapshot {
 		tr = append(tr, TraceEntry{Action: actions[i%3], Addr: 0x7f0000000000 + uint64(i/3%5000)*512,
 			Size: int64(i%977) * 512, TimeUS: 1735689600000000 + int64(i), Stack: ids[(i/3*31)%len(ids)], Context: ct.Intern(EntryContext{Stream: 0, CompileContext: 1})})
 	}
-	s.Traces = [][]TraceEntry{tr}
+	s.Traces = tracesOf([][]TraceEntry{tr})
 	return s
 }
 
@@ -782,11 +782,11 @@ func TestWriteRejectsBadIDs(t *testing.T) {
 	}
 	bad = *s
 	bad.Contexts = &Contexts{}
-	bad.Traces = [][]TraceEntry{{{Action: ActionAlloc, Context: bad.Contexts.Intern(EntryContext{CompileContext: 77})}}}
+	bad.Traces = tracesOf([][]TraceEntry{{{Action: ActionAlloc, Context: bad.Contexts.Intern(EntryContext{CompileContext: 77})}}})
 	if err := Write(io.Discard, &bad); err == nil || !strings.Contains(err.Error(), "string id 77") {
 		t.Errorf("a string id past the table: %v", err)
 	}
-	bad.Traces = [][]TraceEntry{{{Action: ActionAlloc, Context: 5}}}
+	bad.Traces = tracesOf([][]TraceEntry{{{Action: ActionAlloc, Context: 5}}})
 	if err := Write(io.Discard, &bad); err == nil || !strings.Contains(err.Error(), "context id 5") {
 		t.Errorf("a context id past the table: %v", err)
 	}
@@ -837,7 +837,7 @@ func TestWriteFileAtomic(t *testing.T) {
 	// bad fails late: its last trace entry names a stack that does not
 	// exist, after more than a frame of data reached the temporary file.
 	bad := *good
-	bad.Traces = [][]TraceEntry{append(slices.Clone(good.Traces[0]), TraceEntry{Action: ActionAlloc, Stack: 12345})}
+	bad.Traces = []*Trace{TraceOf(append(good.Traces[0].Entries(), TraceEntry{Action: ActionAlloc, Stack: 12345})...)}
 
 	t.Run("new file", func(t *testing.T) {
 		dir := t.TempDir()
@@ -1004,4 +1004,13 @@ func BenchmarkRead(b *testing.B) {
 			run(b, data)
 		})
 	}
+}
+
+// tracesOf makes the compact traces of a literal's entries.
+func tracesOf(ts [][]TraceEntry) []*Trace {
+	out := make([]*Trace, len(ts))
+	for i, t := range ts {
+		out[i] = TraceOf(t...)
+	}
+	return out
 }

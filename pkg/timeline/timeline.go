@@ -181,8 +181,8 @@ func (b Bound) String() string {
 }
 
 // window resolves From and To to entry indices [from, to].
-func window(trace []snapshot.TraceEntry, timeBased bool, from, to Bound) (int, int, error) {
-	lo, hi := 0, len(trace)-1
+func window(trace *snapshot.Trace, timeBased bool, from, to Bound) (int, int, error) {
+	lo, hi := 0, trace.Len()-1
 	resolve := func(b Bound, upper bool) (int, error) {
 		if !b.ByTime {
 			return b.Index, nil
@@ -190,10 +190,10 @@ func window(trace []snapshot.TraceEntry, timeBased bool, from, to Bound) (int, i
 		if !timeBased {
 			return 0, fmt.Errorf("the trace has no time_us, so --from/--to take trace entry indices, not %s", b.Since)
 		}
-		at := trace[0].TimeUS + b.Since.Microseconds()
+		at := trace.First().TimeUS + b.Since.Microseconds()
 		// The first entry at or after the time (from), or the last one at
 		// or before it (to).
-		for i, e := range trace {
+		for i, e := range trace.All() {
 			if upper && e.TimeUS > at {
 				return i - 1, nil
 			}
@@ -202,9 +202,9 @@ func window(trace []snapshot.TraceEntry, timeBased bool, from, to Bound) (int, i
 			}
 		}
 		if upper {
-			return len(trace) - 1, nil
+			return trace.Len() - 1, nil
 		}
-		return len(trace), nil
+		return trace.Len(), nil
 	}
 	var err error
 	if from.Set {
@@ -216,10 +216,10 @@ func window(trace []snapshot.TraceEntry, timeBased bool, from, to Bound) (int, i
 		if hi, err = resolve(to, true); err != nil {
 			return 0, 0, err
 		}
-		hi = min(hi, len(trace)-1)
+		hi = min(hi, trace.Len()-1)
 	}
 	if lo > hi {
-		return 0, 0, fmt.Errorf("the window from %s to %s holds no trace entry (the trace has %d)", from, to, len(trace))
+		return 0, 0, fmt.Errorf("the window from %s to %s holds no trace entry (the trace has %d)", from, to, trace.Len())
 	}
 	return lo, hi, nil
 }
@@ -301,11 +301,11 @@ const PrivateKey = "reserved_private"
 // sampling.
 func NewBuilder(s *snapshot.Snapshot, o Options) (*Builder, error) {
 	trace := s.Trace(o.Device)
-	if len(trace) == 0 {
+	if trace.Len() == 0 {
 		return nil, fmt.Errorf("device %d has no trace: there is no history to draw", o.Device)
 	}
-	t := &Timeline{Device: o.Device, Entries: len(trace), StartUS: trace[0].TimeUS}
-	t.TimeBased = trace[0].TimeUS != 0
+	t := &Timeline{Device: o.Device, Entries: trace.Len(), StartUS: trace.First().TimeUS}
+	t.TimeBased = t.StartUS != 0
 	t.SimulatedTimes = s.Recorder != nil
 	from, to, err := window(trace, t.TimeBased, o.From, o.To)
 	if err != nil {

@@ -16,7 +16,7 @@ func TestFixture(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := len(fx.Snapshot.Traces[0])
+	n := fx.Snapshot.Traces[0].Len()
 	if tl.Entries != n || tl.From != 0 || tl.To != n-1 || !tl.TimeBased {
 		t.Fatalf("window %d..%d of %d, time-based %v", tl.From, tl.To, tl.Entries, tl.TimeBased)
 	}
@@ -116,11 +116,11 @@ func TestParseBound(t *testing.T) {
 func TestNoTimeAxis(t *testing.T) {
 	fx := testsnap.Build(t)
 	s := *fx.Snapshot
-	tr := append([]snapshot.TraceEntry(nil), s.Traces[0]...)
+	tr := s.Traces[0].Entries()
 	for i := range tr {
 		tr[i].TimeUS = 0
 	}
-	s.Traces = [][]snapshot.TraceEntry{tr}
+	s.Traces = []*snapshot.Trace{snapshot.TraceOf(tr...)}
 	tl, err := Build(&s, Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -170,8 +170,8 @@ func TestRealDecimation(t *testing.T) {
 			}
 			for _, key := range []string{"allocated", "reserved", "active"} {
 				f, d := full.Find(key).Points, small.Find(key).Points
-				if len(f) != len(s.Traces[0]) {
-					t.Errorf("%s: %d points undecimated, want %d", key, len(f), len(s.Traces[0]))
+				if len(f) != s.Traces[0].Len() {
+					t.Errorf("%s: %d points undecimated, want %d", key, len(f), s.Traces[0].Len())
 				}
 				if len(d) > 300 || len(d) < 100 {
 					t.Errorf("%s: %d points decimated to at most 300", key, len(d))

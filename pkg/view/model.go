@@ -68,8 +68,9 @@ type Model struct {
 	// (the replay's Allocated and Reserved, compact; see Trim).
 	alloc, resv figures
 	// trace is the device's trace once Compact has let go of the
-	// snapshot's (nil before: the Replayed's is read).
-	trace *Trace
+	// snapshot (nil before: the Replayed's is read). It is the
+	// snapshot's own compact trace, shared, not a second encoding.
+	trace *snapshot.Trace
 
 	groups    map[analysis.GroupBy]*grouping
 	beforeIdx map[uint64]int
@@ -100,11 +101,11 @@ func Build(s *snapshot.Snapshot, device int, fr *analysis.Frames) (*Model, error
 // ooms without a second replay up to them.
 func BuildObserved(s *snapshot.Snapshot, device int, fr *analysis.Frames, want analysis.Want, also func(i int, e snapshot.TraceEntry, a *allocator.Allocator)) (*Model, error) {
 	trace := s.Trace(device)
-	if len(trace) == 0 {
+	if trace.Len() == 0 {
 		return nil, fmt.Errorf("device %d has no trace: there is no history to show", device)
 	}
-	if len(trace) >= 1<<31-1 {
-		return nil, fmt.Errorf("device %d: %d trace entries are more than the view handles", device, len(trace))
+	if trace.Len() >= 1<<31-1 {
+		return nil, fmt.Errorf("device %d: %d trace entries are more than the view handles", device, trace.Len())
 	}
 	m := &Model{Frames: fr, groups: map[analysis.GroupBy]*grouping{}}
 	pools := map[PoolKey]uint16{}
@@ -123,8 +124,8 @@ func BuildObserved(s *snapshot.Snapshot, device int, fr *analysis.Frames, want a
 	// allocations the copies of growth cost more than the appends, and
 	// the old arrays linger until collected.
 	allocs := 0
-	for i := range trace {
-		if trace[i].Action == snapshot.ActionAlloc {
+	for _, e := range trace.All() {
+		if e.Action == snapshot.ActionAlloc {
 			allocs++
 		}
 	}
@@ -158,7 +159,7 @@ func BuildObserved(s *snapshot.Snapshot, device int, fr *analysis.Frames, want a
 	// Without the Replayed's figures (want.NoFigures), the model takes
 	// its own as the replay goes.
 	if want.NoFigures {
-		m.alloc, m.resv = newFiguresCap(len(trace)), newFiguresCap(len(trace))
+		m.alloc, m.resv = newFiguresCap(trace.Len()), newFiguresCap(trace.Len())
 	}
 	each := func(i int, e snapshot.TraceEntry, a *allocator.Allocator) {
 		if also != nil {
@@ -172,7 +173,7 @@ func BuildObserved(s *snapshot.Snapshot, device int, fr *analysis.Frames, want a
 		}
 		if r, _ := a.PrivatePoolStats(); r.Current != 0 || m.PrivateReserved != nil {
 			if m.PrivateReserved == nil {
-				m.PrivateReserved = make([]int64, i, len(trace))
+				m.PrivateReserved = make([]int64, i, trace.Len())
 			}
 			m.PrivateReserved = append(m.PrivateReserved, r.Current)
 		}
@@ -196,7 +197,7 @@ func BuildObserved(s *snapshot.Snapshot, device int, fr *analysis.Frames, want a
 	}
 	m.Replayed = rp
 	if want.NoFigures {
-		m.padFigures(len(trace))
+		m.padFigures(trace.Len())
 	} else {
 		m.alloc, m.resv = newFigures(rp.Allocated), newFigures(rp.Reserved)
 	}
@@ -204,16 +205,17 @@ func BuildObserved(s *snapshot.Snapshot, device int, fr *analysis.Frames, want a
 	// free) see the state after the call, so the interval starts (or
 	// ends) with them. The state before the call differs by the block's
 	// size, so the run of equal figures is exactly the call's.
+	rd := trace.Reader()
 	for k, st := range m.Start {
 		if st < 0 {
 			continue
 		}
-		for st > 0 && isSegmentEvent(trace[st-1].Action) && m.alloc.at(int(st-1)) == m.alloc.at(int(st)) {
+		for st > 0 && isSegmentEvent(rd.At(int(st-1)).Action) && m.alloc.at(int(st-1)) == m.alloc.at(int(st)) {
 			st--
 		}
 		m.Start[k] = st
 		if e := m.End[k]; e > 0 {
-			for e > st && isSegmentEvent(trace[e-1].Action) && m.alloc.at(int(e-1)) == m.alloc.at(int(e)) {
+			for e > st && isSegmentEvent(rd.At(int(e-1)).Action) && m.alloc.at(int(e-1)) == m.alloc.at(int(e)) {
 				e--
 			}
 			m.End[k] = e
@@ -232,13 +234,13 @@ func (m *Model) Trim() {
 }
 
 // Compact lets go of the trace the model was built from, for a server
-// that holds the model for hours: the model reads t (NewTrace of the same
-// trace, 12-16 bytes an entry instead of 40) and its Replayed refers to
-// bare, the snapshot without its traces, so that the caller's snapshot
-// with them can be collected. It trims the figures too (Trim). After
+// that holds the model for hours: the model reads t (the snapshot's own
+// compact trace of the device, shared) and its Replayed refers to bare,
+// the snapshot without its traces, so that the other devices' traces can
+// be collected. It trims the figures too (Trim). After
 // Compact, use the model's MomentAt and NewStateCursor, not the
 // Replayed's.
-func (m *Model) Compact(t *Trace, bare *snapshot.Snapshot) error {
+func (m *Model) Compact(t *snapshot.Trace, bare *snapshot.Snapshot) error {
 	if t.Len() != m.Entries() {
 		return fmt.Errorf("the compact trace has %d entries, the model %d", t.Len(), m.Entries())
 	}
@@ -252,22 +254,22 @@ func (m *Model) Compact(t *Trace, bare *snapshot.Snapshot) error {
 // compacted model's Replayed refers to.
 func Bare(s *snapshot.Snapshot) *snapshot.Snapshot {
 	b := *s
-	b.Traces = make([][]snapshot.TraceEntry, len(s.Traces))
+	b.Traces = make([]*snapshot.Trace, len(s.Traces))
 	return &b
 }
 
-// WithTrace is bare with one device's trace back: what a build or a
-// replay of that device reads.
-func WithTrace(bare *snapshot.Snapshot, device int, t *Trace) *snapshot.Snapshot {
+// WithTrace is bare with one device's trace back (shared, not copied):
+// what a build or a replay of that device reads.
+func WithTrace(bare *snapshot.Snapshot, device int, t *snapshot.Trace) *snapshot.Snapshot {
 	s := *bare
-	s.Traces = make([][]snapshot.TraceEntry, max(len(bare.Traces), device+1))
-	s.Traces[device] = t.Entries()
+	s.Traces = make([]*snapshot.Trace, max(len(bare.Traces), device+1))
+	s.Traces[device] = t
 	return &s
 }
 
 // NewStateCursor returns a cursor over the device's allocator states
-// (analysis.StateCursor). After Compact, the cursor holds a decoded copy
-// of the trace for as long as it is held.
+// (analysis.StateCursor). It replays straight from the compact trace:
+// nothing of it is decoded ahead.
 func (m *Model) NewStateCursor() *analysis.StateCursor {
 	if m.trace == nil {
 		return m.Replayed.NewStateCursor()
@@ -278,17 +280,17 @@ func (m *Model) NewStateCursor() *analysis.StateCursor {
 }
 
 // reader reads the device's trace, compact or not.
-func (m *Model) reader() *TraceReader {
+func (m *Model) reader() *snapshot.Reader {
 	if m.trace != nil {
 		return m.trace.Reader()
 	}
-	return &TraceReader{plain: m.Replayed.Trace()}
+	return m.Replayed.Trace().Reader()
 }
 
 // firstTimeUS is the first entry's time_us.
 func (m *Model) firstTimeUS() int64 {
 	if m.trace != nil {
-		return m.trace.first
+		return m.trace.First().TimeUS
 	}
 	return m.Replayed.FirstTimeUS()
 }

@@ -1,8 +1,6 @@
 package view
 
 import (
-	"math"
-	"math/rand/v2"
 	"path/filepath"
 	"reflect"
 	goruntime "runtime"
@@ -40,7 +38,7 @@ func checkIntervals(t *testing.T, m *Model) {
 	for i := 0; i < n; i += step {
 		if got, want := m.AllocatedAt(i), m.Replayed.Allocated[i]; got != want && bad < 5 {
 			bad++
-			t.Errorf("after entry %d (%s): the intervals add up to %d, allocated is %d", i, m.Replayed.Trace()[i].Action, got, want)
+			t.Errorf("after entry %d (%s): the intervals add up to %d, allocated is %d", i, m.Replayed.Trace().At(i).Action, got, want)
 		}
 	}
 	// The model's compact figures are the replay's, at every entry.
@@ -127,7 +125,7 @@ func TestFixture(t *testing.T) {
 	}
 	// Annotations: the sweep agrees with Phases.At.
 	anns := m.annotations()
-	trace := m.Replayed.Trace()
+	trace := m.Replayed.Trace().Entries()
 	for k, e := range m.Entry {
 		if e >= 0 && anns[k] != m.Replayed.Phases.At(trace[e].TimeUS) {
 			t.Errorf("interval %d: annotation %q, Phases.At says %q", k, anns[k], m.Replayed.Phases.At(trace[e].TimeUS))
@@ -144,7 +142,7 @@ func TestFixture(t *testing.T) {
 // and ranges that share a lane never overlap.
 func checkPhases(t *testing.T, m *Model) {
 	t.Helper()
-	trace := m.Replayed.Trace()
+	trace := m.Replayed.Trace().Entries()
 	got := m.Phases()
 	if len(trace) == 0 || trace[0].TimeUS == 0 {
 		if got != nil {
@@ -320,11 +318,11 @@ func checkCompact(t *testing.T, s *snapshot.Snapshot, m *Model, at []int) {
 			t.Fatalf("MomentAt(%d) = %+v, the replay's %+v", i, got, want)
 		}
 	}
-	tr := NewTrace(s.Trace(m.Replayed.Device))
+	tr := s.Trace(m.Replayed.Device)
 	if err := m.Compact(tr, Bare(s)); err != nil {
 		t.Fatal(err)
 	}
-	if m.Replayed.Allocated != nil || m.Replayed.Trace() != nil {
+	if m.Replayed.Allocated != nil || m.Replayed.Trace().Len() != 0 {
 		t.Fatal("Compact kept the replay's figures or the trace")
 	}
 	after := ask(m)
@@ -339,41 +337,8 @@ func TestCompact(t *testing.T) {
 	fx := testsnap.Build(t)
 	m := build(t, fx.Snapshot, 0)
 	checkCompact(t, fx.Snapshot, m, []int{-1, fx.PeakIndex, fx.PeakIndex + 1, 2, m.Entries() - 1})
-	if err := m.Compact(NewTrace(nil), Bare(fx.Snapshot)); err == nil {
+	if err := m.Compact(&snapshot.Trace{}, Bare(fx.Snapshot)); err == nil {
 		t.Error("Compact took a trace of another length")
-	}
-}
-
-// TestTrace: the compact trace reads back every entry, in every order,
-// across blocks, with addresses, times and sizes that jump anywhere.
-func TestTrace(t *testing.T) {
-	rng := rand.New(rand.NewPCG(1, 2))
-	tr := make([]snapshot.TraceEntry, 3*traceBlock+17)
-	for i := range tr {
-		tr[i] = snapshot.TraceEntry{Addr: rng.Uint64() >> rng.IntN(64), Size: rng.Int64() >> rng.IntN(64), TimeUS: rng.Int64() >> rng.IntN(64),
-			Stack: snapshot.StackID(rng.Uint32()), Context: snapshot.ContextID(rng.IntN(3)), Action: snapshot.Action(rng.IntN(256))}
-		if i%5 == 0 {
-			tr[i].Size, tr[i].TimeUS = -tr[i].Size, -tr[i].TimeUS
-		}
-	}
-	tr[7].Addr, tr[8].Addr = math.MaxUint64, 0
-	c := NewTrace(tr)
-	if got := c.Entries(); !slices.Equal(got, tr) {
-		t.Fatal("Entries differs from the trace")
-	}
-	r := c.Reader()
-	for _, i := range []int{5, 5, 4, 0, 300, 299, 301, len(tr) - 1, traceBlock, traceBlock - 1, 2 * traceBlock, 3} {
-		if r.At(i) != tr[i] {
-			t.Fatalf("entry %d reads %+v, want %+v", i, r.At(i), tr[i])
-		}
-	}
-	for range 2000 {
-		if i := rng.IntN(len(tr)); r.At(i) != tr[i] {
-			t.Fatalf("entry %d reads %+v, want %+v", i, r.At(i), tr[i])
-		}
-	}
-	if len(NewTrace(nil).Entries()) != 0 {
-		t.Error("an empty trace reads entries")
 	}
 }
 
@@ -404,7 +369,7 @@ func TestRealSnapshots(t *testing.T) {
 				t.Skipf("unreadable: %v", err)
 			}
 			for d := range s.Traces {
-				if len(s.Trace(d)) == 0 {
+				if s.Trace(d).Len() == 0 {
 					continue
 				}
 				m := build(t, s, d)

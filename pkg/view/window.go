@@ -295,12 +295,12 @@ func (m *Model) columns(w *Window, width int) {
 }
 
 // label names an allocation band: its size and site.
-func (m *Model) label(trace *TraceReader, k int) string {
+func (m *Model) label(trace *snapshot.Reader, k int) string {
 	return analysis.FrameString(m.Frames.Site(m.stackOf(trace, k)))
 }
 
 // stackOf is the stack of interval k; trace reads the device's trace.
-func (m *Model) stackOf(trace *TraceReader, k int) snapshot.StackID {
+func (m *Model) stackOf(trace *snapshot.Reader, k int) snapshot.StackID {
 	if e := m.Entry[k]; e >= 0 {
 		return trace.At(int(e)).Stack
 	}

@@ -101,7 +101,7 @@ end
 		t.Errorf("annotations: %s\nwant %s", got, want)
 	}
 	var allocs []string
-	for _, te := range s.Trace(0) {
+	for _, te := range s.Trace(0).All() {
 		if te.Action != snapshot.ActionAlloc && te.Action != snapshot.ActionFreeRequested {
 			continue
 		}
@@ -172,7 +172,7 @@ alloc d 1MiB
 	if !a.Config().ExpandableSegments || a.MemoryFraction() != 0.5 {
 		t.Errorf("settings not applied: %v, fraction %v", a.Config().ExpandableSegments, a.MemoryFraction())
 	}
-	if n := len(e.Snapshot().Trace(0)); n != 3 {
+	if n := e.Snapshot().Trace(0).Len(); n != 3 {
 		t.Errorf("%d trace entries after max_entries=3", n)
 	}
 }
@@ -230,7 +230,7 @@ func TestFileOOM(t *testing.T) {
 		t.Errorf("printed %q after the OOM", out.String())
 	}
 	trace := e.Snapshot().Trace(0)
-	if last := trace[len(trace)-1]; last.Action != snapshot.ActionOOM || last.Size != 30<<30 {
+	if last := trace.Last(); last.Action != snapshot.ActionOOM || last.Size != 30<<30 {
 		t.Errorf("last entry %+v, want an oom of 30 GiB", last)
 	}
 }

@@ -53,7 +53,7 @@ func TestValidateShape(t *testing.T) {
 // free_completed removes the block's request.
 func liveAt(s *snapshot.Snapshot) map[string][]int64 {
 	out := map[string][]int64{}
-	trace := s.Trace(0)
+	trace := s.Trace(0).Entries()
 	var live int64
 	i := 0
 	for _, a := range s.Annotations {
@@ -181,7 +181,7 @@ func TestBuiltins(t *testing.T) {
 				t.Fatal(err)
 			}
 			s := e.Snapshot()
-			trace := s.Trace(0)
+			trace := s.Trace(0).Entries()
 			last := trace[len(trace)-1]
 			if b.Name != "oom" {
 				if e.Err() != nil {

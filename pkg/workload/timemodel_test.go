@@ -32,7 +32,7 @@ free a
 `)
 	tr := e.Snapshot().Trace(0)
 	var allocs []int64
-	for _, en := range tr {
+	for _, en := range tr.All() {
 		allocs = append(allocs, en.TimeUS)
 	}
 	if len(allocs) < 3 {
@@ -83,7 +83,7 @@ func TestBuiltinStepDuration(t *testing.T) {
 		t.Fatal(err)
 	}
 	tr := e.Snapshot().Trace(0)
-	span := tr[len(tr)-1].TimeUS - tr[0].TimeUS
+	span := tr.Last().TimeUS - tr.First().TimeUS
 	tr0 := w.(*Train)
 	params := tr0.Model.Weights()
 	var n int64

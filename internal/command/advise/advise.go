@@ -125,7 +125,7 @@ func runAdvise(opts *Options) error {
 	}
 	var advice []*advise.Advice
 	for d := range snap.Devices() {
-		if opts.Device >= 0 && d != opts.Device || len(snap.Trace(d)) == 0 {
+		if opts.Device >= 0 && d != opts.Device || snap.Trace(d).Len() == 0 {
 			continue
 		}
 		a, err := advise.Advise(snap, advise.Options{Device: d, Version: opts.version, DeviceMemory: opts.capacity, Jobs: opts.Jobs})

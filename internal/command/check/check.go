@@ -245,7 +245,7 @@ func load(fn string) (*replayed, error) {
 	}
 	out := &replayed{figures: map[int]*check.Figures{}, partial: map[int]bool{}, warnings: command.WarningLines(fn, snap)}
 	for d := range snap.Devices() {
-		if len(snap.Trace(d)) == 0 && len(snap.DeviceSegments(d)) == 0 {
+		if snap.Trace(d).Len() == 0 && len(snap.DeviceSegments(d)) == 0 {
 			continue
 		}
 		r, err := replay.New(snap, replay.Options{Device: d})

@@ -75,8 +75,8 @@ func TestStdoutAndFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(recs)-1 != len(s.Traces[0]) || recs[0][0] != "device" {
-		t.Errorf("%d CSV rows for %d trace entries; header %v", len(recs)-1, len(s.Traces[0]), recs[0])
+	if len(recs)-1 != s.Traces[0].Len() || recs[0][0] != "device" {
+		t.Errorf("%d CSV rows for %d trace entries; header %v", len(recs)-1, s.Traces[0].Len(), recs[0])
 	}
 	out := filepath.Join(t.TempDir(), "blocks.json")
 	if stdout, _, err := execExport(t, in, "--what", "blocks", "--format", "json", "-o", out); err != nil || stdout != "" {
@@ -115,8 +115,8 @@ func TestRealEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := bytes.Split(bytes.TrimSpace([]byte(stdout)), []byte("\n"))
-	if len(lines) != len(s.Traces[0]) {
-		t.Fatalf("%d JSON lines, want %d", len(lines), len(s.Traces[0]))
+	if len(lines) != s.Traces[0].Len() {
+		t.Fatalf("%d JSON lines, want %d", len(lines), s.Traces[0].Len())
 	}
 	var first map[string]any
 	if err := json.Unmarshal(lines[0], &first); err != nil || first["action"] != "alloc" || first["segment"] == nil {

@@ -114,7 +114,7 @@ func writeText(opts *Options, devices []deviceOOM) error {
 	doc := report.NewDoc(opts.IO.Out, opts.Format)
 	for _, d := range devices {
 		rp, rep := d.rp, d.rep
-		entries := len(rp.Trace())
+		entries := rp.Trace().Len()
 		doc.Section(command.DeviceTitle(opts.File, rp))
 		if note := report.SimulatedNote(rp.Snap.Recorder); note != "" {
 			doc.Line("%s", note)

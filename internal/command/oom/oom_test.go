@@ -78,7 +78,7 @@ func TestEveryRealSnapshot(t *testing.T) {
 			}
 			ooms := 0
 			for _, tr := range s.Traces {
-				for _, e := range tr {
+				for _, e := range tr.All() {
 					if e.Action == snapshot.ActionOOM {
 						ooms++
 					}

@@ -212,8 +212,11 @@ func stackedBands(m *view.Model, tl *timeline.Timeline, by analysis.GroupBy, top
 	if tl.TimeBased {
 		run := make([]int64, tl.To+2)
 		var hi int64
-		for i := 0; i <= tl.To && i < len(trace); i++ {
-			hi = max(hi, trace[i].TimeUS)
+		for i, e := range trace.All() {
+			if i > tl.To {
+				break
+			}
+			hi = max(hi, e.TimeUS)
 			run[i] = hi
 		}
 		xs = func(i int) float64 { return float64(run[min(i, tl.To)]-tl.StartUS) / 1e6 }
@@ -247,12 +250,12 @@ func leftOut(snap *snapshot.Snapshot, drawn int) []string {
 	var oom, other []string
 	for d := range snap.Devices() {
 		tr := snap.Trace(d)
-		if d == drawn || len(tr) == 0 {
+		if d == drawn || tr.Len() == 0 {
 			continue
 		}
 		n := 0
-		for i := range tr {
-			if tr[i].Action == snapshot.ActionOOM {
+		for _, e := range tr.All() {
+			if e.Action == snapshot.ActionOOM {
 				n++
 			}
 		}

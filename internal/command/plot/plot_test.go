@@ -195,7 +195,7 @@ func TestNamesTheDevicesLeftOut(t *testing.T) {
 	s := fx.Snapshot
 	// Device 1 has the whole run, OOM included; device 0 stops before it.
 	full := s.Traces[0]
-	s.Traces = [][]snapshot.TraceEntry{full[:fx.OOMIndex], full}
+	s.Traces = []*snapshot.Trace{snapshot.TraceOf(full.Slice(0, fx.OOMIndex, nil)...), full}
 	dir := t.TempDir()
 	in := filepath.Join(dir, "two.pickle")
 	if err := snapshot.WriteFile(in, s); err != nil {

@@ -189,7 +189,7 @@ func runRecord(o *Options) error {
 		return err
 	}
 	describe(o.IO.Out, r)
-	fmt.Fprintf(o.IO.Out, "recorded %d trace entries to %s\n", len(s.Trace(0)), o.Output)
+	fmt.Fprintf(o.IO.Out, "recorded %d trace entries to %s\n", s.Trace(0).Len(), o.Output)
 	fmt.Fprintln(o.IO.Out, h)
 	if oom != nil {
 		fmt.Fprintf(o.IO.ErrOut, "%s: %s\n", oom.ExceptionName(), oom.Error())

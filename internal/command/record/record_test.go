@@ -323,7 +323,7 @@ func TestOOMIsRecorded(t *testing.T) {
 		t.Fatal(err)
 	}
 	trace := s.Trace(0)
-	if last := trace[len(trace)-1]; last.Action != snapshot.ActionOOM {
+	if last := trace.Last(); last.Action != snapshot.ActionOOM {
 		t.Errorf("last trace entry %v, want oom", last.Action)
 	}
 }

@@ -148,7 +148,7 @@ func runReplay(opts *Options) error {
 	}
 	var devices []deviceReplay
 	for d := range snap.Devices() {
-		if opts.Device >= 0 && d != opts.Device || len(snap.Trace(d)) == 0 && len(snap.DeviceSegments(d)) == 0 {
+		if opts.Device >= 0 && d != opts.Device || snap.Trace(d).Len() == 0 && len(snap.DeviceSegments(d)) == 0 {
 			continue
 		}
 		// The what-if replay starts from the recorded one's rebuilt state

@@ -102,14 +102,14 @@ func TestFidelityOnEveryRealTrace(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(snap.Trace(0)) == 0 {
+		if snap.Trace(0).Len() == 0 {
 			continue
 		}
 		traces++
 		name := filepath.Base(fn)
 		t.Run(name, func(t *testing.T) {
 			var wantEvents, wantPlacements, wantOOMs int
-			for _, e := range snap.Trace(0) {
+			for _, e := range snap.Trace(0).All() {
 				switch e.Action {
 				case snapshot.ActionSegmentAlloc, snapshot.ActionSegmentFree, snapshot.ActionSegmentMap, snapshot.ActionSegmentUnmap:
 					wantEvents++

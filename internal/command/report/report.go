@@ -97,7 +97,7 @@ func runReport(opts *Options) error {
 		devices = append(devices, d)
 	} else {
 		for d := range snap.Devices() {
-			if len(snap.Trace(d)) > 0 || len(snap.DeviceSegments(d)) > 0 {
+			if snap.Trace(d).Len() > 0 || len(snap.DeviceSegments(d)) > 0 {
 				devices = append(devices, d)
 			}
 		}
@@ -160,7 +160,7 @@ func device(snap *snapshot.Snapshot, d int, opts *Options) (htmlreport.Device, *
 	var err error
 	// The states reportStates asks for, captured during the same replay.
 	want := analysis.Want{PeakAllocated: true, OOMs: true}
-	if len(snap.Trace(d)) > 0 {
+	if snap.Trace(d).Len() > 0 {
 		if tl, tlErr = timeline.NewBuilder(snap, timeline.Options{Device: d}); tlErr == nil {
 			each = tl.Observe
 		}
@@ -179,7 +179,7 @@ func device(snap *snapshot.Snapshot, d int, opts *Options) (htmlreport.Device, *
 	note := func(what string, err error) {
 		dev.Notes = append(dev.Notes, fmt.Sprintf("%s could not be computed: %v", what, err))
 	}
-	if len(snap.Trace(d)) > 0 {
+	if snap.Trace(d).Len() > 0 {
 		if tlErr != nil {
 			note("the timeline", tlErr)
 		} else {
@@ -198,7 +198,7 @@ func device(snap *snapshot.Snapshot, d int, opts *Options) (htmlreport.Device, *
 		groups := analysis.GroupBlocks(p.Live, analysis.ByStack, fr, rp.Phases, p.LiveBytes)
 		dev.Groups, dev.Rest = analysis.TopGroups(groups, opts.Top)
 	}
-	if len(snap.Trace(d)) > 0 {
+	if snap.Trace(d).Len() > 0 {
 		if o, err := analysis.ExplainOOMs(rp, fr); err != nil {
 			note("the out-of-memory explanations", err)
 		} else {
@@ -222,7 +222,7 @@ func reportStates(rp *analysis.Replayed) []int {
 	}
 	idx := []int{rp.Result.PeakAllocated.Index}
 	ooms := false
-	for i, e := range rp.Trace() {
+	for i, e := range rp.Trace().All() {
 		if e.Action == snapshot.ActionOOM {
 			idx, ooms = append(idx, i), true
 		}

@@ -62,7 +62,7 @@ func bigSnapshot(t *testing.T) *snapshot.Snapshot {
 	s := a.Snapshot()
 	segs := s.Segments
 	for d := 1; d < 8; d++ {
-		s.Traces = append(s.Traces, slices.Clone(s.Traces[0]))
+		s.Traces = append(s.Traces, s.Traces[0]) // immutable: shared
 		for _, seg := range segs {
 			seg.Device = d
 			s.Segments = append(s.Segments, seg)

@@ -196,7 +196,7 @@ func runSegments(opts *Options) error {
 }
 
 func momentText(opts *Options, d deviceSegments) string {
-	entries := len(d.rp.Trace())
+	entries := d.rp.Trace().Len()
 	switch {
 	case d.m.Final:
 		return "the final state (the snapshot's segments)"

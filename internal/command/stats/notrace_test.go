@@ -40,8 +40,8 @@ func withoutTrace(t *testing.T, path, name string, edit func(segs []snapshot.Seg
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(back.Trace(0)) != 0 {
-		t.Fatalf("%s still has %d trace entries", out, len(back.Trace(0)))
+	if back.Trace(0).Len() != 0 {
+		t.Fatalf("%s still has %d trace entries", out, back.Trace(0).Len())
 	}
 	return out, back.DeviceSegments(0)
 }

@@ -129,7 +129,7 @@ func runStats(opts *Options) error {
 		loaded = func(s *snapshot.Snapshot) {
 			entries, blocks := 0, 0
 			for _, tr := range s.Traces {
-				entries += len(tr)
+				entries += tr.Len()
 			}
 			for i := range s.Segments {
 				blocks += len(s.Segments[i].Blocks)
@@ -183,7 +183,7 @@ func statsOf(fn string, spark bool, loaded func(*snapshot.Snapshot)) (fileStats,
 	}
 	fs := fileStats{File: fn, Warnings: command.WarningLines(fn, snap)}
 	for d := range snap.Devices() {
-		if len(snap.Trace(d)) == 0 && len(snap.DeviceSegments(d)) == 0 {
+		if snap.Trace(d).Len() == 0 && len(snap.DeviceSegments(d)) == 0 {
 			continue
 		}
 		ro := replay.Options{Device: d}

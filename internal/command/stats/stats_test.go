@@ -465,12 +465,12 @@ func TestPeaksRecountFromTrace(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, d := range got.Files[0].Devices {
-			if d.History.Coverage != "complete" || len(snap.Trace(d.Device)) == 0 {
+			if d.History.Coverage != "complete" || snap.Trace(d.Device).Len() == 0 {
 				continue
 			}
 			checked++
 			var reserved, peakReserved, live, peakLive int64
-			for _, e := range snap.Trace(d.Device) {
+			for _, e := range snap.Trace(d.Device).All() {
 				switch e.Action {
 				case snapshot.ActionSegmentAlloc, snapshot.ActionSegmentMap:
 					reserved += e.Size

@@ -47,7 +47,7 @@ func TestEventJSON(t *testing.T) {
 		}
 		fr := analysis.NewFrames(s.Stacks, false)
 		for d := range s.Traces {
-			if len(s.Traces[d]) == 0 {
+			if s.Traces[d].Len() == 0 {
 				continue
 			}
 			_, err := analysis.WalkTrace(s, d, fr, analysis.TraceQuery{}, func(ev *analysis.TraceEvent) error {

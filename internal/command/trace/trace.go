@@ -155,13 +155,13 @@ func runTrace(opts *Options) error {
 	}
 	var devices []int
 	if opts.Device >= 0 {
-		if len(snap.Trace(opts.Device)) == 0 {
+		if snap.Trace(opts.Device).Len() == 0 {
 			return fmt.Errorf("%s: device %d has no trace", opts.File, opts.Device)
 		}
 		devices = []int{opts.Device}
 	} else {
 		for _, d := range command.DevicesWithData(snap) {
-			if len(snap.Trace(d)) > 0 {
+			if snap.Trace(d).Len() > 0 {
 				devices = append(devices, d)
 			}
 		}

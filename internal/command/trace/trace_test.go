@@ -147,7 +147,7 @@ func TestEveryRealSnapshot(t *testing.T) {
 			got := parse(t, out)
 			withTrace := 0
 			for d := range s.Traces {
-				if len(s.Traces[d]) > 0 {
+				if s.Traces[d].Len() > 0 {
 					withTrace++
 				}
 			}
@@ -161,8 +161,8 @@ func TestEveryRealSnapshot(t *testing.T) {
 				return
 			}
 			for _, d := range got.Devices {
-				if len(d.Events) != len(s.Trace(d.Device)) || d.Entries != len(d.Events) {
-					t.Fatalf("device %d: %d events of %d entries", d.Device, len(d.Events), len(s.Trace(d.Device)))
+				if len(d.Events) != s.Trace(d.Device).Len() || d.Entries != len(d.Events) {
+					t.Fatalf("device %d: %d events of %d entries", d.Device, len(d.Events), s.Trace(d.Device).Len())
 				}
 				rp, err := analysis.Replay(s, d.Device)
 				if err != nil {
@@ -170,7 +170,7 @@ func TestEveryRealSnapshot(t *testing.T) {
 				}
 				names := map[uint64]string{}
 				for i, ev := range d.Events {
-					if ev.Index != i || ev.Action != s.Trace(d.Device)[i].Action.String() {
+					if ev.Index != i || ev.Action != s.Trace(d.Device).At(i).Action.String() {
 						t.Fatalf("event %d is entry %d (%s)", i, ev.Index, ev.Action)
 					}
 					switch ev.Action {

@@ -347,7 +347,7 @@ func segmentsAt(t *testing.T, path string, at int) (int, *analysis.SegmentMap) {
 		t.Fatal(err)
 	}
 	if at < 0 {
-		at = len(s.Trace(0)) - 1
+		at = s.Trace(0).Len() - 1
 	}
 	m, err := analysis.Segments(rp, analysis.NewFrames(s.Stacks, false), at, analysis.SegmentFilter{}, analysis.SortByAddress)
 	if err != nil {

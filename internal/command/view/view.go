@@ -124,7 +124,7 @@ func runView(opts *Options) error {
 	first := opts.Device
 	if first < 0 {
 		for d := range snap.Devices() {
-			if len(snap.Trace(d)) > 0 {
+			if snap.Trace(d).Len() > 0 {
 				first = d
 				break
 			}
@@ -210,7 +210,7 @@ func buildNeed(s *snapshot.Snapshot, device int) int64 {
 	for _, seg := range s.DeviceSegments(device) {
 		blocks += len(seg.Blocks)
 	}
-	n := int64(len(s.Trace(device)))*buildHeapPerEntry + int64(blocks)*buildHeapPerBlock
+	n := int64(s.Trace(device).Len())*buildHeapPerEntry + int64(blocks)*buildHeapPerBlock
 	return n + n/4 + 8<<20
 }
 
@@ -225,7 +225,7 @@ func cursorNeed(s *snapshot.Snapshot, device int) int64 {
 	for _, seg := range s.DeviceSegments(device) {
 		blocks += len(seg.Blocks)
 	}
-	return int64(len(s.Trace(device)))*cursorHeapPerEntry + int64(blocks)*buildHeapPerBlock
+	return int64(s.Trace(device).Len())*cursorHeapPerEntry + int64(blocks)*buildHeapPerBlock
 }
 
 // serveGCPercent is GOGC while serving: the heap is what the server

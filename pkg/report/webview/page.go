@@ -86,7 +86,7 @@ func Static(file string, s *snapshot.Snapshot, devices []int, build func(device 
 		d.Devices[dev] = sd
 	}
 	for dev := range s.Devices() {
-		n := len(s.Trace(dev))
+		n := s.Trace(dev).Len()
 		_, ok := d.Devices[dev]
 		d.Info.Devices = append(d.Info.Devices, Device{Device: dev, Entries: n, Traced: ok})
 	}

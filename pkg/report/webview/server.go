@@ -18,7 +18,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"runtime"
 	"runtime/debug"
 	"strconv"
 	"sync"
@@ -81,7 +80,7 @@ type Server struct {
 	config map[int]string
 	// traces holds every device's trace, compact, once the first model
 	// is built; Snap is then the snapshot without them (view.Bare).
-	traces []*view.Trace
+	traces []*snapshot.Trace
 	// idle drops the cursor (and the trace it decodes) once the state
 	// pane has asked for nothing for CursorIdle.
 	idle *time.Timer
@@ -377,15 +376,13 @@ func (s *Server) modelOf(device int) (*view.Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	// The server holds the model for hours: every device's trace is
-	// kept compact (a third of the snapshot's), the snapshot's let go.
+	// The server holds the model for hours: it keeps every device's
+	// trace (the snapshot's own, already compact: no second encoding)
+	// and lets the rest of the snapshot's trace fields go.
 	if s.traces == nil {
-		// The build's garbage goes first, so that the compact traces
-		// do not raise the peak.
-		runtime.GC()
-		s.traces = make([]*view.Trace, s.Snap.Devices())
+		s.traces = make([]*snapshot.Trace, s.Snap.Devices())
 		for d := range s.traces {
-			s.traces[d] = view.NewTrace(s.Snap.Trace(d))
+			s.traces[d] = s.Snap.Trace(d)
 		}
 		s.Snap = view.Bare(s.Snap)
 	}
@@ -433,7 +430,7 @@ func (s *Server) info() Info {
 	defer s.mu.Unlock()
 	in := Info{File: s.File, First: s.First, Warnings: s.Snap.Warnings, Settings: Settings(s.Snap)}
 	for d := range s.Snap.Devices() {
-		n := len(s.Snap.Trace(d))
+		n := s.Snap.Trace(d).Len()
 		if s.traces != nil {
 			n = s.traces[d].Len()
 		}
