@@ -205,17 +205,27 @@ func BuildObserved(s *snapshot.Snapshot, device int, fr *analysis.Frames, want a
 	// free) see the state after the call, so the interval starts (or
 	// ends) with them. The state before the call differs by the block's
 	// size, so the run of equal figures is exactly the call's.
-	rd := trace.Reader()
+	// Which entries are segment events, a bit each, from one pass: the
+	// loop below asks at every allocation's start and end, which jump
+	// about the trace (reading the compact trace there would decode a
+	// block at every jump).
+	segEvent := make([]uint64, (trace.Len()+63)/64)
+	for i, e := range trace.All() {
+		if isSegmentEvent(e.Action) {
+			segEvent[i/64] |= 1 << (i % 64)
+		}
+	}
+	isSeg := func(i int32) bool { return segEvent[i/64]&(1<<(i%64)) != 0 }
 	for k, st := range m.Start {
 		if st < 0 {
 			continue
 		}
-		for st > 0 && isSegmentEvent(rd.At(int(st-1)).Action) && m.alloc.at(int(st-1)) == m.alloc.at(int(st)) {
+		for st > 0 && isSeg(st-1) && m.alloc.at(int(st-1)) == m.alloc.at(int(st)) {
 			st--
 		}
 		m.Start[k] = st
 		if e := m.End[k]; e > 0 {
-			for e > st && isSegmentEvent(rd.At(int(e-1)).Action) && m.alloc.at(int(e-1)) == m.alloc.at(int(e)) {
+			for e > st && isSeg(e-1) && m.alloc.at(int(e-1)) == m.alloc.at(int(e)) {
 				e--
 			}
 			m.End[k] = e
