@@ -297,6 +297,16 @@ func (m *Model) reader() *snapshot.Reader {
 	return m.Replayed.Trace().Reader()
 }
 
+// compactTrace is the device's trace, compact (the model's own after
+// Compact, the Replayed's before): for an entry here and there, read
+// without a Reader's block buffer.
+func (m *Model) compactTrace() *snapshot.Trace {
+	if m.trace != nil {
+		return m.trace
+	}
+	return m.Replayed.Trace()
+}
+
 // firstTimeUS is the first entry's time_us.
 func (m *Model) firstTimeUS() int64 {
 	if m.trace != nil {
@@ -312,7 +322,7 @@ func (m *Model) MomentAt(i int) analysis.Moment {
 	mo := analysis.Moment{Index: i, Allocated: rp.StartAllocated, Reserved: rp.StartReserved}
 	if i >= 0 && i < m.Entries() {
 		mo.Allocated, mo.Reserved = m.alloc.at(i), m.resv.at(i)
-		mo.TimeUS = m.reader().At(i).TimeUS
+		mo.TimeUS = m.compactTrace().At(i).TimeUS
 		if first := m.firstTimeUS(); mo.TimeUS != 0 && first != 0 {
 			mo.Seconds = float64(mo.TimeUS-first) / 1e6
 		}
@@ -398,7 +408,7 @@ type Allocation struct {
 // Describe returns the details of interval k.
 func (m *Model) Describe(k int) Allocation {
 	rp := m.Replayed
-	trace := m.reader()
+	trace := m.compactTrace()
 	a := Allocation{ID: k, Size: m.Size[k], Pool: m.Pools[m.Pool[k]].String(), AllocIndex: -1, FreeIndex: int(m.End[k])}
 	var stack snapshot.StackID
 	first := m.firstTimeUS()
