@@ -193,3 +193,19 @@ func BenchmarkTraceFill(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(tr.Len()), "ns/entry")
 }
+
+// BenchmarkTraceAppend: what the decoder pays to store an entry.
+func BenchmarkTraceAppend(b *testing.B) {
+	entries := allocatorLike(1 << 16).Entries()
+	b.ResetTimer()
+	for b.Loop() {
+		var tb TraceBuilder
+		for range 8 {
+			for i := range entries {
+				tb.Append(entries[i])
+			}
+		}
+		tb.Build()
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(8*len(entries)), "ns/entry")
+}
