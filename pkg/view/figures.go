@@ -1,6 +1,9 @@
 package view
 
-import "math"
+import (
+	"math"
+	"slices"
+)
 
 // figures is one byte count per trace entry (allocated or reserved
 // memory after it), kept in the largest unit up to 512 bytes that divides
@@ -77,12 +80,12 @@ func (f *figures) at(i int) int64 {
 	return int64(f.units[i]) << f.shift
 }
 
-// column scans entries lo..hi of allocated memory a and reserved memory
-// r: the first entry where a is highest, the lowest a and the highest r.
-// It is generic over the two representations so that the loop of the
-// whole-trace window, millions of entries, reads the arrays directly.
-func column[A, R uint32 | int64](a []A, r []R, lo, hi int) (best int, amin A, rmax R) {
-	best, amin, rmax = lo, a[lo], r[lo]
+// column scans entries lo..hi of allocated memory a: the first entry
+// where it is highest and its lowest value. It is generic over the two
+// representations so that the loop of the whole-trace window, millions of
+// entries, reads the array directly.
+func column[A uint32 | int64](a []A, lo, hi int) (best int, amin A) {
+	best, amin = lo, a[lo]
 	top := a[lo]
 	for i := lo + 1; i <= hi; i++ {
 		v := a[i]
@@ -90,23 +93,69 @@ func column[A, R uint32 | int64](a []A, r []R, lo, hi int) (best int, amin A, rm
 			best, top = i, v
 		}
 		amin = min(amin, v)
-		rmax = max(rmax, r[i])
 	}
-	return best, amin, rmax
+	return best, amin
 }
 
 // columnOf is column on the model's figures, in bytes.
-func columnOf(a, r *figures, lo, hi int) (best int, amin, rmax int64) {
-	switch {
-	case a.units != nil && r.units != nil:
-		b, x, y := column(a.units, r.units, lo, hi)
-		return b, int64(x) << a.shift, int64(y) << r.shift
-	case a.units != nil:
-		b, x, y := column(a.units, r.wide, lo, hi)
-		return b, int64(x) << a.shift, y
-	case r.units != nil:
-		b, x, y := column(a.wide, r.units, lo, hi)
-		return b, x, int64(y) << r.shift
+func columnOf(a *figures, lo, hi int) (best int, amin int64) {
+	if a.units != nil {
+		b, x := column(a.units, lo, hi)
+		return b, int64(x) << a.shift
 	}
-	return column(a.wide, r.wide, lo, hi)
+	return column(a.wide, lo, hi)
+}
+
+// steps is a series that changes at few entries, kept as its changes:
+// reserved memory changes only at a segment event (cudaMalloc, cudaFree,
+// a map or unmap of expandable segments), so a trace of millions of
+// entries has thousands of changes, 12 bytes each, where figures would
+// take 4 bytes an entry. Every value is kept exactly.
+type steps struct {
+	start []int32 // the entry each value starts at; start[0] is 0
+	val   []int64
+	n     int // entries
+}
+
+// add appends the value after the next entry.
+func (s *steps) add(v int64) {
+	if s.n == 0 || s.val[len(s.val)-1] != v {
+		s.start = append(s.start, int32(s.n))
+		s.val = append(s.val, v)
+	}
+	s.n++
+}
+
+// clip lets go of the room append left: the series is complete.
+func (s *steps) clip() {
+	s.start, s.val = slices.Clone(s.start), slices.Clone(s.val)
+}
+
+func newSteps(v []int64) steps {
+	var s steps
+	for _, x := range v {
+		s.add(x)
+	}
+	s.clip()
+	return s
+}
+
+func (s *steps) len() int { return s.n }
+
+// index is the change in force after entry i.
+func (s *steps) index(i int) int {
+	k, _ := slices.BinarySearch(s.start, int32(i+1))
+	return k - 1
+}
+
+func (s *steps) at(i int) int64 { return s.val[s.index(i)] }
+
+// maxOver is the highest value after entries lo..hi.
+func (s *steps) maxOver(lo, hi int) int64 {
+	k := s.index(lo)
+	v := s.val[k]
+	for k++; k < len(s.start) && int(s.start[k]) <= hi; k++ {
+		v = max(v, s.val[k])
+	}
+	return v
 }

@@ -65,8 +65,10 @@ type Model struct {
 	PrivateReserved []int64
 
 	// alloc and resv are allocated and reserved memory after each entry
-	// (the replay's Allocated and Reserved, compact; see Trim).
-	alloc, resv figures
+	// (the replay's Allocated and Reserved, compact; see Trim): resv as
+	// its changes, which only segment events make.
+	alloc figures
+	resv  steps
 	// trace is the device's trace once Compact has let go of the
 	// snapshot (nil before: the Replayed's is read). It is the
 	// snapshot's own compact trace, shared, not a second encoding.
@@ -119,24 +121,6 @@ func BuildObserved(s *snapshot.Snapshot, device int, fr *analysis.Frames, want a
 		}
 		return p
 	}
-	// The arrays are sized once from the trace's alloc entries (and the
-	// blocks live before it), not grown by doubling: on millions of
-	// allocations the copies of growth cost more than the appends, and
-	// the old arrays linger until collected.
-	allocs := 0
-	for _, e := range trace.All() {
-		if e.Action == snapshot.ActionAlloc {
-			allocs++
-		}
-	}
-	for _, seg := range s.DeviceSegments(device) {
-		allocs += len(seg.Blocks)
-	}
-	m.Start = make([]int32, 0, allocs)
-	m.End = make([]int32, 0, allocs)
-	m.Entry = make([]int32, 0, allocs)
-	m.Size = make([]int64, 0, allocs)
-	m.Pool = make([]uint16, 0, allocs)
 	open := map[uint64]int32{}
 	add := func(start, entry int32, b allocator.BlockInfo) {
 		k := int32(len(m.Start))
@@ -148,6 +132,27 @@ func BuildObserved(s *snapshot.Snapshot, device int, fr *analysis.Frames, want a
 		open[b.Address] = k
 	}
 	start := func(a *allocator.Allocator) {
+		// The arrays are sized once from the trace's alloc entries (and the
+		// blocks live before it), not grown by doubling: on millions of
+		// allocations the copies of growth cost more than the appends, and
+		// the old arrays linger until collected. They are made here, once
+		// the replay has rebuilt the state before the trace, not before:
+		// its scans' address tables (16 MB on a recorded trace of 1.75 M
+		// entries) are garbage by then, so the two are never live together.
+		allocs := trace.Count(snapshot.ActionAlloc)
+		for _, seg := range s.DeviceSegments(device) {
+			allocs += len(seg.Blocks)
+		}
+		m.Start = make([]int32, 0, allocs)
+		m.End = make([]int32, 0, allocs)
+		m.Entry = make([]int32, 0, allocs)
+		m.Size = make([]int64, 0, allocs)
+		m.Pool = make([]uint16, 0, allocs)
+		// Without the Replayed's figures (want.NoFigures), the model
+		// takes its own as the replay goes.
+		if want.NoFigures {
+			m.alloc = newFiguresCap(trace.Len())
+		}
 		a.Blocks(func(b allocator.BlockInfo) bool {
 			if b.State == snapshot.ActiveAllocated {
 				m.Before = append(m.Before, BeforeBlock{Address: b.Address, Requested: b.RequestedSize, Stream: b.Stream, Stack: b.Stack})
@@ -155,11 +160,6 @@ func BuildObserved(s *snapshot.Snapshot, device int, fr *analysis.Frames, want a
 			}
 			return true
 		})
-	}
-	// Without the Replayed's figures (want.NoFigures), the model takes
-	// its own as the replay goes.
-	if want.NoFigures {
-		m.alloc, m.resv = newFiguresCap(trace.Len()), newFiguresCap(trace.Len())
 	}
 	each := func(i int, e snapshot.TraceEntry, a *allocator.Allocator) {
 		if also != nil {
@@ -198,8 +198,9 @@ func BuildObserved(s *snapshot.Snapshot, device int, fr *analysis.Frames, want a
 	m.Replayed = rp
 	if want.NoFigures {
 		m.padFigures(trace.Len())
+		m.resv.clip()
 	} else {
-		m.alloc, m.resv = newFigures(rp.Allocated), newFigures(rp.Reserved)
+		m.alloc, m.resv = newFigures(rp.Allocated), newSteps(rp.Reserved)
 	}
 	// The segment events an allocator call records before its alloc (or
 	// free) see the state after the call, so the interval starts (or

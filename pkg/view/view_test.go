@@ -439,3 +439,23 @@ func TestPrivatePools(t *testing.T) {
 		t.Errorf("grouping by pool shows no private pool: %+v", w.Bands)
 	}
 }
+
+// TestSteps: the reserved series kept as its changes reads back every
+// value, and the highest over any range, as the plain series does.
+func TestSteps(t *testing.T) {
+	v := []int64{0, 0, 2 << 20, 2 << 20, 2 << 20, 22 << 20, 20 << 20, 20 << 20, -1, 0, 0, 1 << 41}
+	s := newSteps(v)
+	if s.len() != len(v) || len(s.start) != 7 {
+		t.Fatalf("len %d with %d changes, want %d with 7", s.len(), len(s.start), len(v))
+	}
+	for i, x := range v {
+		if s.at(i) != x {
+			t.Errorf("entry %d reads %d, want %d", i, s.at(i), x)
+		}
+		for j := i; j < len(v); j++ {
+			if got, want := s.maxOver(i, j), slices.Max(v[i:j+1]); got != want {
+				t.Errorf("max over %d..%d: %d, want %d", i, j, got, want)
+			}
+		}
+	}
+}

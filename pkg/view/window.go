@@ -277,7 +277,8 @@ func (m *Model) columns(w *Window, width int) {
 		lo := w.From + int(int64(c)*int64(n)/int64(width))
 		hi := w.From + int(int64(c+1)*int64(n)/int64(width)) - 1
 		w.First[c] = lo
-		best, amin, rmax := columnOf(&m.alloc, &m.resv, lo, hi)
+		best, amin := columnOf(&m.alloc, lo, hi)
+		rmax := m.resv.maxOver(lo, hi)
 		w.Sample[c] = best
 		w.AllocMin[c], w.AllocMax[c] = amin, m.alloc.at(best)
 		w.Allocated[c], w.Reserved[c] = w.AllocMax[c], m.resv.at(best)
