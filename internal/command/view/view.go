@@ -189,15 +189,18 @@ func runView(opts *Options) error {
 }
 
 // What a device's build adds to the loaded snapshot while it replays:
-// per trace entry, the model's allocated and reserved figures (8 B) and
-// its share of the allocation intervals (22 B per alloc entry, about one
-// entry in two); per block of the final segments, the simulator's block
-// and its share of the free sets. A quarter more and 8 MiB: the
-// replay's address table and garbage. The limit is soft: a build that
-// needs more collects more often (measured: a limit under the need
-// multiplies the first page's CPU time), and never fails.
+// per trace entry, the model's allocated figure (4 B; reserved is kept
+// as its changes, a few) and its share of the allocation intervals (22 B
+// per alloc entry, about one entry in two); per block of the final
+// segments, the simulator's block and its share of the free sets. An
+// eighth more and 4 MiB: the room the replay's garbage (a block per
+// allocation) is collected in. The model's live heap is mostly arrays
+// without pointers, so a collection costs little and a small room is
+// cheap (measured on record-1.75M: the first page's peak RSS 87 -> 70 MB
+// for the same CPU time). The limit is soft: a build that needs more
+// collects more often, and never fails.
 const (
-	buildHeapPerEntry = 8 + 12
+	buildHeapPerEntry = 4 + 12
 	buildHeapPerBlock = 216 + 56
 	// minServeRoom is the least room over what the server holds: a
 	// window or an event list is a few hundred kilobytes.
@@ -211,21 +214,34 @@ func buildNeed(s *snapshot.Snapshot, device int) int64 {
 		blocks += len(seg.Blocks)
 	}
 	n := int64(s.Trace(device).Len())*buildHeapPerEntry + int64(blocks)*buildHeapPerBlock
-	return n + n/4 + 8<<20
+	return n + n/8 + 4<<20
 }
 
 // What the state pane's cursor holds while it is kept (webview.CursorIdle):
-// a decoded copy of the trace (40 B an entry) and a second simulator
-// (per block of the final segments, as the build's).
-const cursorHeapPerEntry = 40
-
-// cursorNeed is what the state pane's cursor adds to the heap.
+// it replays from the snapshot's compact trace (nothing decoded ahead):
+// a second simulator (per block of the final segments, as the build's),
+// and, while replay.New rebuilds the state before the trace, the two
+// address sets its scan of the trace sizes for the allocations
+// (touchScan in pkg/replay's start.go: 16 MB on record-1.75M), garbage
+// once the replay starts.
 func cursorNeed(s *snapshot.Snapshot, device int) int64 {
 	blocks := 0
 	for _, seg := range s.DeviceSegments(device) {
 		blocks += len(seg.Blocks)
 	}
-	return int64(s.Trace(device).Len())*cursorHeapPerEntry + int64(blocks)*buildHeapPerBlock
+	return touchSets(s.Trace(device).Count(snapshot.ActionAlloc)) + int64(blocks)*buildHeapPerBlock
+}
+
+// touchSets is what replay.New's two address sets take for a trace of
+// allocs allocations: each sized for half of them and a sixteenth, at
+// twice that in slots of 8 bytes, a power of two.
+func touchSets(allocs int) int64 {
+	n := allocs/2 + allocs/16
+	size := int64(64)
+	for size < int64(2*n+2) {
+		size *= 2
+	}
+	return 2 * 8 * size
 }
 
 // serveGCPercent is GOGC while serving: the heap is what the server
@@ -239,25 +255,40 @@ func cursorNeed(s *snapshot.Snapshot, device int) int64 {
 const serveGCPercent = 25
 
 // serveGC sets the collector for serving, once the build's garbage is
-// returned: GOGC serveGCPercent (unless the user set GOGC; 100 while
-// the state cursor is held), and the limit over what is live: room for a
-// request (an eighth, at least minServeRoom) and for the state pane's
-// cursor, with half more (at the limit the collector runs without
-// end: on torch-1GB, a quarter more made the state at the peak take 27 s,
-// half more 11 s, for a peak of 1570 MB against 1763 MB).
+// returned: GOGC serveGCPercent (unless the user set GOGC; 100 while the
+// state cursor is held) and the limit over what is live: room for a
+// request (an eighth, at least minServeRoom); while the state pane's
+// cursor is held, what it needs and an eighth of what is live for its
+// replay's garbage instead, so that the collector takes it back before
+// the heap grows by Go's default (measured on record-1.75M: the peak
+// RSS after a state request 92 -> 81 MB, the state at the peak
+// 165 -> 180 ms).
 func serveGC(srv *webview.Server, cursor int64) {
 	live := footprint()
-	if os.Getenv("GOGC") == "" {
+	serving := live + max(live/8, minServeRoom)
+	held := live + cursor + max(live/8, 4<<20)
+	gogc := os.Getenv("GOGC") == ""
+	if gogc {
 		debug.SetGCPercent(serveGCPercent)
-		srv.CursorHeld = func(held bool) {
-			if held {
-				debug.SetGCPercent(100)
-			} else {
-				debug.SetGCPercent(serveGCPercent)
-			}
-		}
 	}
-	command.LimitHeapTo(live + max(live/8, minServeRoom) + cursor + cursor/2)
+	srv.CursorHeld = func(h bool) {
+		if h {
+			if gogc {
+				debug.SetGCPercent(100)
+			}
+			command.LimitHeapTo(held)
+			// The windows' garbage goes back to the system before the
+			// replay's rebuild of the start state makes its large
+			// tables: they take fresh pages, not the garbage's.
+			debug.FreeOSMemory()
+			return
+		}
+		if gogc {
+			debug.SetGCPercent(serveGCPercent)
+		}
+		command.LimitHeapTo(serving)
+	}
+	command.LimitHeapTo(serving)
 }
 
 // footprint is the memory the Go runtime holds from the system, as the
