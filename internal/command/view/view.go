@@ -218,18 +218,27 @@ func buildNeed(s *snapshot.Snapshot, device int) int64 {
 }
 
 // What the state pane's cursor holds while it is kept (webview.CursorIdle):
-// it replays from the snapshot's compact trace (nothing decoded ahead):
-// a second simulator (per block of the final segments, as the build's),
-// and, while replay.New rebuilds the state before the trace, the two
-// address sets its scan of the trace sizes for the allocations
-// (touchScan in pkg/replay's start.go: 16 MB on record-1.75M), garbage
-// once the replay starts.
+// it replays from the snapshot's compact trace (nothing decoded ahead).
+// While replay.New rebuilds the state before the trace, the two address
+// sets its scan of the trace sizes for the allocations (touchScan in
+// pkg/replay's start.go: 16 MB on record-1.75M); they are garbage once
+// it seeds the simulator, which holds, per block, the block, its address
+// table and free-set entries, and the state the pane shows: the copied
+// segments and their allocation entries (measured on torch-100MB: 32 MB
+// for 172k blocks).
+const cursorHeapPerBlock = 192
+
+// cursorNeed is what the state pane's cursor adds to the heap at most,
+// and room for its garbage: half the simulator's need (a step copies the
+// state the pane shows, every block: on torch-1GB, with a quarter, a
+// step took 2 s of collections; with half, 1.2 s), at least 4 MiB.
 func cursorNeed(s *snapshot.Snapshot, device int) int64 {
 	blocks := 0
 	for _, seg := range s.DeviceSegments(device) {
 		blocks += len(seg.Blocks)
 	}
-	return touchSets(s.Trace(device).Count(snapshot.ActionAlloc)) + int64(blocks)*buildHeapPerBlock
+	sim := int64(blocks) * cursorHeapPerBlock
+	return max(touchSets(s.Trace(device).Count(snapshot.ActionAlloc)), sim) + max(sim/2, 4<<20)
 }
 
 // touchSets is what replay.New's two address sets take for a trace of
@@ -258,15 +267,17 @@ const serveGCPercent = 25
 // returned: GOGC serveGCPercent (unless the user set GOGC; 100 while the
 // state cursor is held) and the limit over what is live: room for a
 // request (an eighth, at least minServeRoom); while the state pane's
-// cursor is held, what it needs and an eighth of what is live for its
-// replay's garbage instead, so that the collector takes it back before
-// the heap grows by Go's default (measured on record-1.75M: the peak
-// RSS after a state request 92 -> 81 MB, the state at the peak
-// 165 -> 180 ms).
+// cursor is held, what it needs and room for its garbage (cursorNeed)
+// instead, so that the collector takes it back before the heap grows by
+// Go's default, to twice what is live. Measured (viewbench, VmHWM after
+// the state at the peak and one step): record-1.75M 98 -> 84 MB,
+// torch-1GB 1029 -> 912 MB (0.94x the file) for steps of 1.2 s instead
+// of 0.2 s (each copies a state of 1.7 M blocks and now costs a
+// collection).
 func serveGC(srv *webview.Server, cursor int64) {
 	live := footprint()
 	serving := live + max(live/8, minServeRoom)
-	held := live + cursor + max(live/8, 4<<20)
+	held := live + cursor
 	gogc := os.Getenv("GOGC") == ""
 	if gogc {
 		debug.SetGCPercent(serveGCPercent)
