@@ -11,9 +11,10 @@ import (
 
 // heapLimit is the soft memory limit of the command running, set by
 // LoadSnapshot from the files it loads and what their replays need (see
-// parallel.HeapLimit), so that every command keeps its heap within about
-// its files' size as stats does; ReleaseHeapLimit lifts it when the
-// command returns.
+// parallel.HeapLimit), so that every command keeps its heap within
+// about its files' size, or what their replays need where that is more
+// (commands hold more than stats' replay: captured states, timelines);
+// ReleaseHeapLimit lifts it when the command returns.
 var heapLimit struct {
 	mu sync.Mutex
 	h  *parallel.HeapLimit
@@ -33,8 +34,9 @@ func limitHeapFor(file string) {
 	heapLimit.h.Add(file)
 }
 
-// heapLoaded raises the limit to what replaying s needs, when that is
-// more than its file.
+// heapLoaded raises the limit to what replaying s needs (the live heap
+// measured now plus the replay's share), when that is more than the
+// files' size.
 func heapLoaded(s *snapshot.Snapshot) {
 	heapLimit.mu.Lock()
 	defer heapLimit.mu.Unlock()

@@ -2,87 +2,161 @@ package parallel
 
 import (
 	"os"
+	"runtime"
 	"runtime/debug"
+	"runtime/metrics"
 )
 
 // HeapLimit keeps the heap of a command that works on one large snapshot
-// within the size of the file where it can. Go's collector lets the heap
-// grow to twice what is live between collections, so replaying a 1 GB
-// snapshot whose data takes 800 MB peaked at 1.3 GB; a soft memory limit
+// near what it needs. Go's collector lets the heap grow to twice what is
+// live between collections, so replaying a 1 GB snapshot whose data takes
+// 430 MB let the heap reach 730 MB; a soft memory limit
 // (runtime/debug.SetMemoryLimit) makes the collector work harder near the
-// limit instead, and never fails an allocation. The limit is the larger of
-// the file's size and what the loaded snapshot is expected to need, so that
-// a snapshot whose state outweighs its file (few trace entries, a million
-// blocks) is not starved into collecting without end.
+// limit instead, and never fails an allocation.
+//
+// The limit follows the need, in two steps. While a file loads it is a
+// share of the file's size (loadShare: what decoding holds at its peak,
+// the decoded snapshot and the decoder's memo). Once the snapshot is
+// loaded it is the live heap measured then, plus what its replay adds
+// (per block of the final segments and per trace entry), with a margin:
+// a snapshot whose state outweighs its file (few trace entries, a
+// million blocks) gets what it needs, and one whose replay needs much
+// less than its file is not let grow to the file's size. The margin is
+// what keeps the collector from running without end near the peak: a
+// limit at the live heap itself doubles the CPU.
+//
+// That estimate is a replay's (stats). A command that holds more, such as
+// peak's captured states (about 0.9x the file on torch-1GB, where a limit
+// at stats' need made it 2.2x slower), keeps the files' size as a floor
+// (NewHeapLimit; LimitHeapToFile is stats').
 type HeapLimit struct {
-	file, need, budget int64
-	prev               int64
-	active             bool
+	budget int64
+	// files is the size of every file added; a floor of the limit when
+	// fileFloor is set.
+	files     int64
+	fileFloor bool
+	// pending are the sizes of the files added and not yet loaded, in
+	// order; loaded is the live heap measured after the last load, replay
+	// what the loaded snapshots' replays add to it.
+	pending     []int64
+	loaded      int64
+	replay      int64
+	prev        int64
+	active      bool
+	measureHeap func() int64
 }
 
 const (
 	// minHeapLimit: below this the limit saves nothing worth the
-	// collector's time.
+	// collector's time (the runtime's own memory counts in the limit).
 	minHeapLimit = 256 << 20
-	// What the replay of a loaded snapshot holds, per trace entry (the
-	// entry in the compact snapshot.Trace, about 12 bytes, and its share
-	// of the rebuild's address set, about 8) and per block of the final
-	// segments (the snapshot's block, the simulator's block, its
-	// address-table slot and free-set share).
-	heapPerEntry = 20
-	heapPerBlock = 160 // torch-1GB: replay.New adds 129 B a block (192 while blocks took 144 B), the snapshot's Block 32
+	// loadShare is the limit while a file loads, per byte of the file:
+	// the decoder's live peak (the decoded snapshot, the pickle memo at
+	// 8 bytes an object, the input buffer) was 0.35x the file on
+	// torch-1GB and 0.2x on torch-100MB.
+	loadShare = 0.5
+	// What a replay adds to the loaded snapshot's live heap, measured on
+	// torch-1GB (1.72 M blocks, 8.6 M entries): replay.New's simulator
+	// state, 212 MB (123 bytes a block: the simulator's 80-byte block,
+	// its address-table slot and free-set share), and the address sets of
+	// its start-state rebuild while they last, 74 MB (8.6 bytes an entry).
+	replayPerBlock = 128
+	replayPerEntry = 10
+	// needMargin is the room left above the estimated peak (the live heap
+	// after loading plus the replay's share, 498 MB on torch-1GB against
+	// a live peak of 478-487 MB): at a limit of 1.18x that peak the
+	// collector cost +8% user CPU, at 1.1x +34%, at 1.0x it doubled.
+	needMargin = 0.2
 )
 
-// LimitHeapToFile sets the limit for reading path: its size (at least
-// minHeapLimit), at most budget. It sets nothing for a file it cannot
-// stat or a gzip-compressed one (the decoded size is unknown); the
-// caller leaves it out when the user set GOMEMLIMIT.
+// LimitHeapToFile sets the limit for reading path (see Add) and
+// replaying it, and nothing more (stats: only the replay's figures are
+// kept), at most budget; the caller leaves it out when the user set
+// GOMEMLIMIT.
 func LimitHeapToFile(path string, budget int64) *HeapLimit {
-	h := NewHeapLimit(budget)
+	h := &HeapLimit{budget: budget, measureHeap: liveHeapNow}
 	h.Add(path)
 	return h
 }
 
-// NewHeapLimit returns a limit of at most budget that files are added to;
-// it sets nothing yet.
-func NewHeapLimit(budget int64) *HeapLimit { return &HeapLimit{budget: budget} }
+// NewHeapLimit returns a limit of at most budget that files are added to,
+// never below their size (a command that keeps more than a replay's
+// state); it sets nothing yet.
+func NewHeapLimit(budget int64) *HeapLimit {
+	return &HeapLimit{budget: budget, fileFloor: true, measureHeap: liveHeapNow}
+}
 
-// Add adds path's size to the limit, for a command that reads several
-// files (diff), and sets it; see LimitHeapToFile.
+// Add adds path to the files being loaded (a command that reads several,
+// diff, adds each) and sets the limit. It sets nothing for a file it
+// cannot stat or a gzip-compressed one (the decoded size is unknown).
 func (h *HeapLimit) Add(path string) {
 	fi, err := os.Stat(path)
 	if err != nil || !fi.Mode().IsRegular() || isGzip(path) {
 		return
 	}
-	h.file += fi.Size()
+	h.pending = append(h.pending, fi.Size())
+	h.files += fi.Size()
 	h.apply()
 }
 
-// Loaded raises the limit to what replaying a loaded snapshot of entries
-// trace entries and blocks blocks is expected to need, with a tenth more,
-// when that is more than the file's size.
+// Loaded sets the limit for replaying the loaded snapshot of the one file
+// added, of entries trace entries and blocks blocks: the live heap now,
+// plus what the replay adds, plus the margin.
 func (h *HeapLimit) Loaded(entries, blocks int) {
 	if !h.active {
 		return
 	}
-	h.need = heapNeed(entries, blocks)
-	h.apply()
+	h.replay = 0
+	h.AddLoaded(entries, blocks)
 }
 
-// AddLoaded is Loaded for one more snapshot: the needs add up.
+// AddLoaded is Loaded for one more snapshot, the first file added and not
+// yet loaded: the replays' needs add up.
 func (h *HeapLimit) AddLoaded(entries, blocks int) {
 	if !h.active {
 		return
 	}
-	h.need += heapNeed(entries, blocks)
+	if len(h.pending) > 0 {
+		h.pending = h.pending[1:]
+	}
+	h.loaded = h.measureHeap()
+	h.replay += int64(entries)*replayPerEntry + int64(blocks)*replayPerBlock
 	h.apply()
 }
 
-func heapNeed(entries, blocks int) int64 {
-	return int64(entries)*heapPerEntry + int64(blocks)*heapPerBlock
+// liveHeapNow collects and returns the live heap: once per loaded file,
+// when the decoder's garbage is freshly dropped (30 ms on a 1 GB file).
+func liveHeapNow() int64 {
+	runtime.GC()
+	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindUint64 {
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return int64(m.HeapAlloc)
+	}
+	return int64(s[0].Value.Uint64())
 }
 
-func (h *HeapLimit) apply() { h.set(max(h.file, minHeapLimit, h.need+h.need/10)) }
+// limitFor is the limit: what the files still loading may hold plus what
+// the loaded ones' replays need, with the margin, at least the floor.
+func (h *HeapLimit) limitFor() int64 {
+	floor := int64(minHeapLimit)
+	if h.fileFloor {
+		floor = max(floor, h.files)
+	}
+	var loading int64
+	for _, n := range h.pending {
+		loading += int64(float64(n) * loadShare)
+	}
+	need := h.loaded + h.replay
+	if h.loaded == 0 && h.replay == 0 {
+		return max(loading, floor)
+	}
+	return max(loading+need+int64(float64(need)*needMargin), floor)
+}
+
+func (h *HeapLimit) apply() { h.set(h.limitFor()) }
 
 // Release restores the limit there was before.
 func (h *HeapLimit) Release() {
@@ -105,7 +179,7 @@ func (h *HeapLimit) set(n int64) {
 }
 
 // SetTo sets the limit to n (at most the budget) once it is active: for a
-// command that knows its heap better than the file's size does.
+// command that knows its heap better than the estimate does.
 func (h *HeapLimit) SetTo(n int64) {
 	if h.active {
 		h.set(n)

@@ -4,57 +4,111 @@ import (
 	"compress/gzip"
 	"os"
 	"path/filepath"
+	"runtime"
 	"runtime/debug"
 	"testing"
 )
 
 func currentLimit() int64 { return debug.SetMemoryLimit(-1) }
 
-func TestHeapLimit(t *testing.T) {
-	before := currentLimit()
-	dir := t.TempDir()
-	big := filepath.Join(dir, "big.pickle")
-	f, err := os.Create(big)
+// sparseFile makes a file of size bytes that takes no disk: only its size
+// matters to the limit.
+func sparseFile(t *testing.T, name string, size int64) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	f, err := os.Create(p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// A sparse 1 GiB file: only its size matters.
-	if err := f.Truncate(1 << 30); err != nil {
+	if err := f.Truncate(size); err != nil {
 		t.Fatal(err)
 	}
 	f.Close()
+	return p
+}
 
-	h := LimitHeapToFile(big, 64<<30)
-	if got := currentLimit(); got != 1<<30 {
-		t.Errorf("limit while reading a 1 GiB file: %d, want the file's size", got)
+// needOnly is LimitHeapToFile's limit before a file is added.
+func needOnly(budget int64) *HeapLimit { return &HeapLimit{budget: budget, measureHeap: liveHeapNow} }
+
+// withLive makes h measure a live heap of n bytes after each load, where
+// the real one collects and reads the runtime's figure.
+func withLive(h *HeapLimit, n int64) { h.measureHeap = func() int64 { return n } }
+
+func TestHeapLimitFollowsTheNeed(t *testing.T) {
+	before := currentLimit()
+	const gb = 1_000_000_000
+	big := sparseFile(t, "big.pickle", gb)
+
+	// While the file loads: loadShare of its size.
+	h := needOnly(64 << 30)
+	withLive(h, 192_000_000)
+	h.Add(big)
+	if got, want := currentLimit(), int64(gb*loadShare); got != want {
+		t.Errorf("limit while a 1 GB file loads: %d, want %d (loadShare of it)", got, want)
 	}
-	// A snapshot whose replay needs less than the file keeps the file's
-	// size; one that needs more gets its need and a tenth.
-	h.Loaded(1_000_000, 100_000)
-	if got := currentLimit(); got != 1<<30 {
-		t.Errorf("limit for a light snapshot: %d, want %d", got, 1<<30)
+	// torch-1GB's figures: 192 MB live after loading, 8.6 M entries,
+	// 1.72 M blocks. The limit is the need and its margin, well under the
+	// file's size (the old limit) and over the live peak measured (487 MB).
+	h.Loaded(8_600_000, 1_720_000)
+	need := int64(192_000_000 + 8_600_000*replayPerEntry + 1_720_000*replayPerBlock)
+	want := need + int64(float64(need)*needMargin)
+	if got := currentLimit(); got != want {
+		t.Errorf("limit for torch-1GB's replay: %d, want %d", got, want)
 	}
-	h.Loaded(10_000_000, 5_000_000)
-	need := int64(10_000_000*heapPerEntry + 5_000_000*heapPerBlock)
-	if got := currentLimit(); got != need+need/10 {
-		t.Errorf("limit for a heavy snapshot: %d, want %d", got, need+need/10)
+	if want >= gb*6/10 || want <= 487_000_000 {
+		t.Errorf("limit for torch-1GB's replay: %d, want between its live peak (487 MB) and 0.6x the file", want)
+	}
+	// A snapshot whose state outweighs its file (a million blocks, few
+	// entries) gets its need, above the file's size.
+	withLive(h, 400_000_000)
+	h.Loaded(1000, 5_000_000)
+	need = 400_000_000 + 1000*replayPerEntry + 5_000_000*replayPerBlock
+	if got := currentLimit(); got != need+int64(float64(need)*needMargin) || got <= gb {
+		t.Errorf("limit for a block-heavy snapshot: %d, want %d", got, need+int64(float64(need)*needMargin))
 	}
 	h.Release()
 	if got := currentLimit(); got != before {
 		t.Errorf("limit after Release: %d, want %d as before", got, before)
 	}
 
-	// The budget caps it; small files get the floor.
-	h = LimitHeapToFile(big, 512<<20)
-	if got := currentLimit(); got != 512<<20 {
-		t.Errorf("limit under a 512 MiB budget: %d", got)
+	// diff: the second file loads while the first's snapshot is held; the
+	// needs of both replays add up, and the live heap is measured anew.
+	h = needOnly(64 << 30)
+	withLive(h, 100_000_000)
+	h.Add(big)
+	h.AddLoaded(1_000_000, 100_000)
+	first := int64(1_000_000*replayPerEntry + 100_000*replayPerBlock)
+	second := sparseFile(t, "second.pickle", 2*gb)
+	h.Add(second)
+	need = 100_000_000 + first
+	if got, want := currentLimit(), 2*gb*loadShare+need+int64(float64(need)*needMargin); got != int64(want) {
+		t.Errorf("limit while the second file loads: %d, want %d", got, int64(want))
+	}
+	withLive(h, 300_000_000)
+	h.AddLoaded(2_000_000, 200_000)
+	need = 300_000_000 + first + 2_000_000*replayPerEntry + 200_000*replayPerBlock
+	if got := currentLimit(); got != need+int64(float64(need)*needMargin) {
+		t.Errorf("limit for both replays: %d, want %d", got, need+int64(float64(need)*needMargin))
 	}
 	h.Release()
-	small := filepath.Join(dir, "small.pickle")
+
+	// The budget caps it; small files get the floor, loading and loaded.
+	h = LimitHeapToFile(big, 256<<20+1)
+	if got := currentLimit(); got != 256<<20+1 {
+		t.Errorf("limit under a budget: %d", got)
+	}
+	h.Release()
+	small := filepath.Join(t.TempDir(), "small.pickle")
 	os.WriteFile(small, []byte{0x80, 0x04, '.'}, 0o644)
-	h = LimitHeapToFile(small, 64<<30)
+	h = needOnly(64 << 30)
+	withLive(h, 1<<20)
+	h.Add(small)
 	if got := currentLimit(); got != minHeapLimit {
 		t.Errorf("limit for a small file: %d, want %d", got, minHeapLimit)
+	}
+	h.Loaded(10, 10)
+	if got := currentLimit(); got != minHeapLimit {
+		t.Errorf("limit for a small snapshot: %d, want %d", got, minHeapLimit)
 	}
 	// A command that knows its heap sets it below the floor (the view's
 	// server), within the budget.
@@ -76,6 +130,7 @@ func TestHeapLimit(t *testing.T) {
 	}
 
 	// Compressed or missing files set nothing.
+	dir := t.TempDir()
 	gz := filepath.Join(dir, "snap.pickle.gz")
 	g, _ := os.Create(gz)
 	w := gzip.NewWriter(g)
@@ -90,4 +145,48 @@ func TestHeapLimit(t *testing.T) {
 		}
 		h.Release()
 	}
+}
+
+// TestHeapLimitFileFloor: the commands other than stats (NewHeapLimit)
+// keep their files' size as a floor: they hold more than a replay (peak's
+// captured states), and a limit at a replay's need made peak 2.2x slower
+// on torch-1GB.
+func TestHeapLimitFileFloor(t *testing.T) {
+	before := currentLimit()
+	const gb = 1_000_000_000
+	h := NewHeapLimit(64 << 30)
+	withLive(h, 192_000_000)
+	h.Add(sparseFile(t, "big.pickle", gb))
+	if got := currentLimit(); got != gb {
+		t.Errorf("limit while a 1 GB file loads: %d, want its size", got)
+	}
+	h.AddLoaded(8_600_000, 1_720_000)
+	if got := currentLimit(); got != gb {
+		t.Errorf("limit after loading: %d, want the file's size, above the replay's need", got)
+	}
+	withLive(h, 900_000_000)
+	h.Add(sparseFile(t, "second.pickle", gb/10))
+	h.AddLoaded(1_000_000, 5_000_000)
+	need := int64(900_000_000 + (8_600_000+1_000_000)*replayPerEntry + (1_720_000+5_000_000)*replayPerBlock)
+	if got := currentLimit(); got != need+int64(float64(need)*needMargin) {
+		t.Errorf("limit for a need above both files: %d, want %d", got, need+int64(float64(need)*needMargin))
+	}
+	h.Release()
+	if got := currentLimit(); got != before {
+		t.Errorf("limit after Release: %d, want %d as before", got, before)
+	}
+}
+
+// TestLiveHeapNow: the measure the limit starts from sees a live
+// allocation (it collects first, so garbage does not count).
+func TestLiveHeapNow(t *testing.T) {
+	base := liveHeapNow()
+	keep := make([]byte, 64<<20)
+	for i := range keep {
+		keep[i] = 1
+	}
+	if got := liveHeapNow(); got < base+60<<20 {
+		t.Errorf("live heap with 64 MiB held: %d, was %d without", got, base)
+	}
+	runtime.KeepAlive(keep)
 }

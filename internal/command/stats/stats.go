@@ -122,8 +122,8 @@ func runStats(opts *Options) error {
 		// rather than let their heaps together outgrow the budget.
 		defer debug.SetMemoryLimit(debug.SetMemoryLimit(popts.Budget))
 	case len(opts.Files) == 1:
-		// One file: keep the heap within its size where the snapshot
-		// allows (see parallel.HeapLimit).
+		// One file: keep the heap near what loading and replaying it
+		// need (see parallel.HeapLimit).
 		h := parallel.LimitHeapToFile(opts.Files[0], popts.Budget)
 		defer h.Release()
 		loaded = func(s *snapshot.Snapshot) {
