@@ -41,6 +41,7 @@ type HeapLimit struct {
 	pending     []int64
 	loaded      int64
 	replay      int64
+	kept        int64
 	prev        int64
 	active      bool
 	measureHeap func() int64
@@ -110,6 +111,11 @@ func (h *HeapLimit) Loaded(entries, blocks int) {
 	h.AddLoaded(entries, blocks)
 }
 
+// Keep adds n bytes to the need: what the command keeps besides the
+// replay's state, such as stats' sparkline (8 bytes an entry on a
+// terminal). Call it before Loaded, which sets the limit.
+func (h *HeapLimit) Keep(n int64) { h.kept += n }
+
 // AddLoaded is Loaded for one more snapshot, the first file added and not
 // yet loaded: the replays' needs add up.
 func (h *HeapLimit) AddLoaded(entries, blocks int) {
@@ -149,8 +155,8 @@ func (h *HeapLimit) limitFor() int64 {
 	for _, n := range h.pending {
 		loading += int64(float64(n) * loadShare)
 	}
-	need := h.loaded + h.replay
-	if h.loaded == 0 && h.replay == 0 {
+	need := h.loaded + h.replay + h.kept
+	if need == 0 {
 		return max(loading, floor)
 	}
 	return max(loading+need+int64(float64(need)*needMargin), floor)

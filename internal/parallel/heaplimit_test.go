@@ -71,6 +71,19 @@ func TestHeapLimitFollowsTheNeed(t *testing.T) {
 		t.Errorf("limit after Release: %d, want %d as before", got, before)
 	}
 
+	// What the command keeps besides the replay (stats' sparkline on a
+	// terminal, 8 bytes an entry) adds to the need.
+	h = needOnly(64 << 30)
+	withLive(h, 192_000_000)
+	h.Add(big)
+	h.Keep(8_600_000 * 8)
+	h.Loaded(8_600_000, 1_720_000)
+	need = int64(192_000_000 + 8_600_000*8 + 8_600_000*replayPerEntry + 1_720_000*replayPerBlock)
+	if got := currentLimit(); got != need+int64(float64(need)*needMargin) {
+		t.Errorf("limit with a sparkline kept: %d, want %d", got, need+int64(float64(need)*needMargin))
+	}
+	h.Release()
+
 	// diff: the second file loads while the first's snapshot is held; the
 	// needs of both replays add up, and the live heap is measured anew.
 	h = needOnly(64 << 30)

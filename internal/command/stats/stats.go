@@ -115,6 +115,7 @@ func runStats(opts *Options) error {
 	popts := parallel.Options{Jobs: opts.Jobs, Budget: parallel.DefaultBudget()}
 	userLimit := opts.Getenv != nil && opts.Getenv("GOMEMLIMIT") != ""
 	var loaded func(*snapshot.Snapshot)
+	spark := opts.IO.IsStdoutTTY() && !opts.Summary
 	switch {
 	case userLimit:
 	case len(opts.Files) > 1:
@@ -134,10 +135,13 @@ func runStats(opts *Options) error {
 			for i := range s.Segments {
 				blocks += len(s.Segments[i].Blocks)
 			}
+			if spark {
+				// The sparkline: allocated memory after each entry.
+				h.Keep(int64(entries) * 8)
+			}
 			h.Loaded(entries, blocks)
 		}
 	}
-	spark := opts.IO.IsStdoutTTY() && !opts.Summary
 	files, err := parallel.Map(opts.Files, popts, func(_ int, fn string) (fileStats, error) {
 		return statsOf(fn, spark, loaded)
 	})
@@ -189,6 +193,9 @@ func statsOf(fn string, spark bool, loaded func(*snapshot.Snapshot)) (fileStats,
 		ro := replay.Options{Device: d}
 		var line []int64
 		if spark {
+			// One value an entry: sized once, so that the heap limit's
+			// estimate holds (doubling would hold up to three times it).
+			line = make([]int64, 0, snap.Trace(d).Len())
 			ro.OnEvent = func(_ int, _ snapshot.TraceEntry, a *allocator.Allocator) {
 				line = append(line, a.Stats().AllocatedBytes[allocator.PoolAll].Current)
 			}
