@@ -240,7 +240,7 @@ func (ss *StateStream) Segment(k int) StateSegment {
 				if k, ok := m.IntervalOf(e); ok {
 					sb.Allocation = k
 				}
-			} else if k, ok := m.before()[b.Address]; ok {
+			} else if k, ok := m.beforeAt(b.Address); ok {
 				sb.Allocation = k
 			}
 		}
@@ -249,14 +249,27 @@ func (ss *StateStream) Segment(k int) StateSegment {
 	return seg
 }
 
-// before maps the address of each block allocated before the trace to its
-// interval (those intervals come first, in Before's order).
-func (m *Model) before() map[uint64]int {
-	if m.beforeIdx == nil {
-		m.beforeIdx = make(map[uint64]int, len(m.Before))
-		for k, b := range m.Before {
-			m.beforeIdx[b.Address] = k
+// beforeAt returns the interval of the block allocated before the trace
+// at addr (those intervals come first, in Before's order). Before is in
+// address order (allocator.Blocks walks the blocks so), so a binary
+// search finds it: no index of a million entries held for the server's
+// life. A map is made only were it not in order.
+func (m *Model) beforeAt(addr uint64) (int, bool) {
+	if !m.beforeChecked {
+		m.beforeChecked = true
+		for k := 1; k < len(m.Before); k++ {
+			if m.Before[k-1].Address >= m.Before[k].Address {
+				m.beforeIdx = make(map[uint64]int, len(m.Before))
+				for k, b := range m.Before {
+					m.beforeIdx[b.Address] = k
+				}
+				break
+			}
 		}
 	}
-	return m.beforeIdx
+	if m.beforeIdx != nil {
+		k, ok := m.beforeIdx[addr]
+		return k, ok
+	}
+	return slices.BinarySearchFunc(m.Before, addr, func(b BeforeBlock, a uint64) int { return cmp.Compare(b.Address, a) })
 }

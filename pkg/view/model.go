@@ -74,8 +74,11 @@ type Model struct {
 	// snapshot's own compact trace, shared, not a second encoding.
 	trace *snapshot.Trace
 
-	groups    map[analysis.GroupBy]*grouping
-	beforeIdx map[uint64]int
+	groups map[analysis.GroupBy]*grouping
+	// beforeIdx maps addresses to Before's intervals only if Before is
+	// not in address order (beforeAt).
+	beforeIdx     map[uint64]int
+	beforeChecked bool
 }
 
 // BeforeBlock is what the model keeps of a block allocated before the

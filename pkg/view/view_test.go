@@ -459,3 +459,25 @@ func TestSteps(t *testing.T) {
 		}
 	}
 }
+
+// TestBeforeAt: the blocks allocated before the trace are found by
+// address, by binary search in address order and by a map otherwise.
+func TestBeforeAt(t *testing.T) {
+	for _, addrs := range [][]uint64{{0x100, 0x300, 0x900}, {0x900, 0x100, 0x300}} {
+		m := &Model{}
+		for _, a := range addrs {
+			m.Before = append(m.Before, BeforeBlock{Address: a})
+		}
+		for k, a := range addrs {
+			if got, ok := m.beforeAt(a); !ok || got != k {
+				t.Errorf("%#x: beforeAt(%#x) = %d, %v; want %d", addrs, a, got, ok, k)
+			}
+		}
+		if _, ok := m.beforeAt(0x200); ok {
+			t.Errorf("%#x: found 0x200", addrs)
+		}
+		if sorted := slices.IsSorted(addrs); (m.beforeIdx == nil) != sorted {
+			t.Errorf("%#x: index made %v, in order %v", addrs, m.beforeIdx != nil, sorted)
+		}
+	}
+}
