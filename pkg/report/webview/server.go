@@ -64,9 +64,9 @@ type Server struct {
 	// First is the device the page opens (-1: the first with a trace).
 	First int
 	// CursorHeld, if set, is called when the state pane's cursor (a
-	// second replay and a decoded copy of the trace) is made (true) and
-	// let go (false), with the server's lock held: the command collects
-	// less often while it is held.
+	// second replay, from the compact trace) is made (true) and
+	// let go (false), with the server's lock held: the command sets the
+	// heap limit for its replay while it is held.
 	CursorHeld func(held bool)
 	// Config is the allocator configuration line the settings panel shows
 	// per device (from the replay); filled as devices are built.
@@ -81,13 +81,13 @@ type Server struct {
 	// traces holds every device's trace, compact, once the first model
 	// is built; Snap is then the snapshot without them (view.Bare).
 	traces []*snapshot.Trace
-	// idle drops the cursor (and the trace it decodes) once the state
+	// idle drops the cursor (and its simulator) once the state
 	// pane has asked for nothing for CursorIdle.
 	idle *time.Timer
 }
 
 // CursorIdle is how long the server keeps the state pane's replay (a
-// second simulator and a decoded copy of the trace) after its last
+// second simulator) after its last
 // request: stepping with the arrow keys costs one entry each while it is
 // kept; the next request after it is dropped replays from the start.
 const CursorIdle = time.Minute
@@ -421,7 +421,7 @@ func (s *Server) dropCursor() {
 	}
 	s.mu.Unlock()
 	if had {
-		debug.FreeOSMemory() // the decoded trace and the simulator, now
+		debug.FreeOSMemory() // the simulator and the state, now
 	}
 }
 
