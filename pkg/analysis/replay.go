@@ -272,6 +272,10 @@ func (c *StateCursor) Pos() int {
 func (c *StateCursor) At(i int) (*State, error) {
 	rp := c.rp
 	if c.r == nil || i < c.Pos() {
+		// Going back replays from the start: the old replay (a whole
+		// simulator) is garbage before the new one is built, not after,
+		// or the two would be live at once.
+		c.r = nil
 		c.allocIdx = map[uint64]int{}
 		r, err := replay.New(rp.Snap, replay.Options{Device: rp.Device, OnEvent: func(i int, e snapshot.TraceEntry, a *allocator.Allocator) {
 			if e.Action == snapshot.ActionAlloc {
