@@ -231,3 +231,19 @@ type Case struct {
 	Toggle   bool  // switch expandable segments on and off at runtime
 	Pools    bool  // graph captures and MemPools (Workload.Pools)
 }
+
+// CommonCases are the settings that both the allocator's invariant tests
+// and the replay's round trip run (each appends its own): one stream,
+// three streams under a capacity, max_split_size, 2.6's
+// max_non_split_rounding, and expandable segments with and without a
+// capacity. The replay's tests name some of them by index.
+func CommonCases() []Case {
+	return []Case{
+		{Conf: "", Version: allocator.Latest, Streams: []int64{0}, Scale: 200 << 20},
+		{Conf: "", Version: allocator.Latest, Capacity: 1 << 30, Streams: []int64{0, 7, 9}, Scale: 300 << 20},
+		{Conf: "max_split_size_mb:40", Version: allocator.Latest, Capacity: 2 << 30, Streams: []int64{0, 3}, Scale: 400 << 20},
+		{Conf: "max_split_size_mb:64,max_non_split_rounding_mb:100", Version: allocator.V2_6, Capacity: 1 << 30, Streams: []int64{0}, Scale: 300 << 20},
+		{Conf: "expandable_segments:True", Version: allocator.Latest, Streams: []int64{0, 5}, Scale: 200 << 20},
+		{Conf: "expandable_segments:True", Version: allocator.Latest, Capacity: 600 << 20, Streams: []int64{0, 5}, Scale: 150 << 20},
+	}
+}

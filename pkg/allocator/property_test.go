@@ -14,20 +14,14 @@ import (
 // The random workload itself is internal/randworkload (the replay's tests
 // record the same one); these tests check the allocator's invariants along it.
 
-var propCases = []randworkload.Case{
-	{Conf: "", Version: allocator.Latest, Streams: []int64{0}, Scale: 200 << 20},
-	{Conf: "", Version: allocator.Latest, Capacity: 1 << 30, Streams: []int64{0, 7, 9}, Scale: 300 << 20},
-	{Conf: "max_split_size_mb:40", Version: allocator.Latest, Capacity: 2 << 30, Streams: []int64{0, 3}, Scale: 400 << 20},
-	{Conf: "max_split_size_mb:64,max_non_split_rounding_mb:100", Version: allocator.V2_6, Capacity: 1 << 30, Streams: []int64{0}, Scale: 300 << 20},
-	{Conf: "expandable_segments:True", Version: allocator.Latest, Streams: []int64{0, 5}, Scale: 200 << 20},
-	{Conf: "expandable_segments:True", Version: allocator.Latest, Capacity: 600 << 20, Streams: []int64{0, 5}, Scale: 150 << 20},
+var propCases = append(randworkload.CommonCases(), []randworkload.Case{
 	{Conf: "expandable_segments:True,max_split_size_mb:64,garbage_collection_threshold:0.5", Version: allocator.Latest,
 		Capacity: 1 << 30, Fraction: 0.8, Streams: []int64{0, 2}, Scale: 200 << 20},
 	{Conf: "garbage_collection_threshold:0.6", Version: allocator.V2_3, Capacity: 1 << 30, Fraction: 0.7, Streams: []int64{0, 1}, Scale: 200 << 20},
 	{Conf: "roundup_power2_divisions:[1:2,4:4,>:8]", Version: allocator.V2_9, Capacity: 1 << 30, Streams: []int64{0, 1}, Scale: 300 << 20},
 	{Conf: "roundup_power2_divisions:1,max_split_size_mb:64", Version: allocator.V2_0, Capacity: 1 << 30, Streams: []int64{0}, Scale: 300 << 20},
 	{Conf: "max_split_size_mb:64", Version: allocator.Latest, Capacity: 1 << 30, Streams: []int64{0, 1}, Scale: 300 << 20, Toggle: true},
-}
+}...)
 
 // TestPropertyInvariants runs seeded random workloads over several
 // configurations and checks every invariant after every operation:

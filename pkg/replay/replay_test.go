@@ -64,13 +64,7 @@ func recordWorkloadCounting(t *testing.T, pc randworkload.Case, seed uint64, ops
 	return s, a, emptyCaches
 }
 
-var roundTripCases = []randworkload.Case{
-	{Conf: "", Version: allocator.Latest, Streams: []int64{0}, Scale: 200 << 20},
-	{Conf: "", Version: allocator.Latest, Capacity: 1 << 30, Streams: []int64{0, 7, 9}, Scale: 300 << 20},
-	{Conf: "max_split_size_mb:40", Version: allocator.Latest, Capacity: 2 << 30, Streams: []int64{0, 3}, Scale: 400 << 20},
-	{Conf: "max_split_size_mb:64,max_non_split_rounding_mb:100", Version: allocator.V2_6, Capacity: 1 << 30, Streams: []int64{0}, Scale: 300 << 20},
-	{Conf: "expandable_segments:True", Version: allocator.Latest, Streams: []int64{0, 5}, Scale: 200 << 20},
-	{Conf: "expandable_segments:True", Version: allocator.Latest, Capacity: 600 << 20, Streams: []int64{0, 5}, Scale: 150 << 20},
+var roundTripCases = append(randworkload.CommonCases(), []randworkload.Case{
 	{Conf: "roundup_power2_divisions:[1:2,4:4,>:8]", Version: allocator.V2_9, Capacity: 1 << 30, Streams: []int64{0, 1}, Scale: 300 << 20},
 	{Conf: "", Version: allocator.V2_1, Capacity: 1 << 30, Streams: []int64{0, 2}, Scale: 300 << 20},
 	// Private pools: 2.9+ traces say each entry's pool; 2.8 and 2.1
@@ -81,7 +75,7 @@ var roundTripCases = []randworkload.Case{
 	{Conf: "", Version: allocator.V2_8, Streams: []int64{0, 4}, Scale: 200 << 20, Pools: true},
 	{Conf: "", Version: allocator.V2_1, Capacity: 1 << 30, Streams: []int64{0}, Scale: 200 << 20, Pools: true},
 	{Conf: "expandable_segments:True", Version: allocator.Latest, Streams: []int64{0, 5}, Scale: 200 << 20, Pools: true},
-}
+}...)
 
 // TestReplayRoundTrip records random workloads (several streams,
 // record_stream and held frees, empty_cache, OOMs under a capacity,
