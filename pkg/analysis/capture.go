@@ -132,8 +132,7 @@ func newCapturer(rp *Replayed, trace *snapshot.Trace, w Want) *capturer {
 	slices.Sort(c.want)
 	c.want = slices.Compact(c.want)
 	if trace.Len() > 0 {
-		c.alloc = newPeakTrack(w.PeakAllocated, trace, allocSlack, allocRises, allocDelta)
-		c.res = newPeakTrack(peakRes, trace, reserveSlack, reserveRises, reserveDelta)
+		c.alloc, c.res = newPeakTracks(trace, w.PeakAllocated, peakRes)
 		// A peak may be before the first entry (a trace that only frees,
 		// or whose entries the replay forces back): the state at the
 		// start costs one copy.
@@ -145,33 +144,50 @@ func newCapturer(rp *Replayed, trace *snapshot.Trace, w Want) *capturer {
 	return c
 }
 
-func newPeakTrack(on bool, trace *snapshot.Trace, slack func(high int64) int64, rises func(snapshot.Action) bool, delta func(*snapshot.TraceEntry) int64) peakTrack {
-	if !on {
-		return peakTrack{}
+// newPeakTracks makes the tracks of the peaks of allocated and reserved
+// memory (each only if on) in one pass forward and one backward over the
+// trace, for both at once.
+func newPeakTracks(trace *snapshot.Trace, onAlloc, onRes bool) (alloc, res peakTrack) {
+	if !onAlloc && !onRes {
+		return
 	}
-	var sum, high int64
+	var sumA, highA, sumR, highR int64
 	for _, e := range trace.All() {
-		sum += delta(&e)
-		high = max(high, sum)
+		sumA += allocDelta(&e)
+		highA = max(highA, sumA)
+		sumR += reserveDelta(&e)
+		highR = max(highR, sumR)
 	}
 	// Entry i is a candidate when its sum is within the slack of the
 	// highest sum at or after it (nothing later is clearly higher) and of
 	// the highest of all.
-	p := peakTrack{on: true, best: -1 << 62, at: -2, rises: rises, delta: delta, cand: make([]uint64, (trace.Len()+63)/64)}
-	sl := slack(high)
-	after := int64(-1 << 62)
+	words := (trace.Len() + 63) / 64
+	alloc = peakTrack{on: true, best: -1 << 62, at: -2, rises: allocRises, delta: allocDelta, cand: make([]uint64, words)}
+	res = peakTrack{on: true, best: -1 << 62, at: -2, rises: reserveRises, delta: reserveDelta, cand: make([]uint64, words)}
+	slA, slR := allocSlack(highA), reserveSlack(highR)
+	afterA, afterR := int64(-1<<62), int64(-1<<62)
 	// Backward: the reader decodes each block once and reads it from
 	// its cache.
 	rd := trace.Reader()
 	for i := trace.Len() - 1; i >= 0; i-- {
-		if sum >= high-sl && sum >= after-sl {
-			p.cand[i/64] |= 1 << (i % 64)
+		if sumA >= highA-slA && sumA >= afterA-slA {
+			alloc.cand[i/64] |= 1 << (i % 64)
 		}
-		after = max(after, sum)
+		if sumR >= highR-slR && sumR >= afterR-slR {
+			res.cand[i/64] |= 1 << (i % 64)
+		}
+		afterA, afterR = max(afterA, sumA), max(afterR, sumR)
 		e := rd.At(i)
-		sum -= delta(&e)
+		sumA -= allocDelta(&e)
+		sumR -= reserveDelta(&e)
 	}
-	return p
+	if !onAlloc {
+		alloc = peakTrack{}
+	}
+	if !onRes {
+		res = peakTrack{}
+	}
+	return alloc, res
 }
 
 // allocSlack is what the sum of requested sizes may miss of allocated

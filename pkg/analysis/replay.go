@@ -6,6 +6,7 @@ import (
 	"io"
 	"slices"
 
+	"github.com/memstat/memstat/internal/parallel"
 	"github.com/memstat/memstat/pkg/allocator"
 	"github.com/memstat/memstat/pkg/replay"
 	"github.com/memstat/memstat/pkg/snapshot"
@@ -77,6 +78,19 @@ func ReplayObservedFor(s *snapshot.Snapshot, device int, want Want, start func(a
 	if !want.NoFigures {
 		rp.Allocated, rp.Reserved = make([]int64, trace.Len()), make([]int64, trace.Len())
 	}
+	// The capturer's passes over the trace (the peaks' guesses, the oom
+	// entries) read only the immutable trace: they run beside replay.New's
+	// rebuild of the starting state, on another core.
+	capt := make(chan *capturer, 1)
+	var captPanic *parallel.PanicError
+	go func() {
+		var c *capturer
+		defer func() {
+			captPanic = parallel.Recovered(recover())
+			capt <- c
+		}()
+		c = newCapturer(rp, trace, want)
+	}()
 	r, err := replay.New(s, replay.Options{Device: device, OnEvent: func(i int, e snapshot.TraceEntry, a *allocator.Allocator) {
 		if rp.Allocated != nil {
 			al, re := a.AllocatedReserved()
@@ -86,6 +100,10 @@ func ReplayObservedFor(s *snapshot.Snapshot, device int, want Want, start func(a
 			each(i, e, a)
 		}
 	}})
+	c := <-capt
+	if err == nil && captPanic != nil {
+		err = captPanic
+	}
 	if err != nil {
 		return nil, fmt.Errorf("device %d: %w", device, err)
 	}
@@ -96,7 +114,6 @@ func ReplayObservedFor(s *snapshot.Snapshot, device int, want Want, start func(a
 	st := r.Allocator().Stats()
 	rp.StartAllocated = st.AllocatedBytes[allocator.PoolAll].Current
 	rp.StartReserved = st.ReservedBytes[allocator.PoolAll].Current
-	c := newCapturer(rp, trace, want)
 	c.step(-1, -1, r.Allocator())
 	for r.Pos() < r.Len() {
 		lo := r.Pos()
