@@ -7,6 +7,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"github.com/memstat/memstat/pkg/allocator"
 	"github.com/memstat/memstat/pkg/replay"
@@ -287,6 +288,9 @@ type TraceWalk struct {
 	// onEvent is what Run does after each entry, given entry.
 	onEvent func(i int, e *snapshot.TraceEntry, a *allocator.Allocator)
 	entry   snapshot.TraceEntry
+	// applied is Applied, readable from another goroutine (a printer
+	// that writes what the walk hands it).
+	applied atomic.Int64
 }
 
 // BeginTrace prepares the walk of device's trace: it rebuilds the state
@@ -302,6 +306,7 @@ func BeginTrace(s *snapshot.Snapshot, device int) (*TraceWalk, error) {
 		if w.onEvent != nil {
 			// A copy in w, not &e: e would move to the heap every entry.
 			w.entry = e
+			w.applied.Store(int64(i) + 1)
 			w.onEvent(i, &w.entry, a)
 		}
 	}})
@@ -322,8 +327,9 @@ func (w *TraceWalk) Recorder() *snapshot.Recorder { return w.snap.Recorder }
 // Entries is the length of the trace.
 func (w *TraceWalk) Entries() int { return w.r.Len() }
 
-// Applied is how many entries the walk has applied so far.
-func (w *TraceWalk) Applied() int { return w.r.Pos() }
+// Applied is how many entries the walk has applied so far; another
+// goroutine may ask while Run runs.
+func (w *TraceWalk) Applied() int { return int(w.applied.Load()) }
 
 // FirstTimeUS is the time of the first entry (0: none, or no time_us).
 func (w *TraceWalk) FirstTimeUS() int64 { return w.first }

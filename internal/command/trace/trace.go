@@ -166,9 +166,10 @@ func runTrace(opts *Options) error {
 			}
 		}
 	}
-	// The listing streams: each entry is printed as the replay applies
-	// it, through a buffer that is flushed once the first screen is out
-	// and then whenever it fills or some time has passed.
+	// The listing streams: the walk hands each entry it applies to a
+	// printer goroutine (printWalk), which writes it through a buffer that
+	// is flushed once the first screen is out and then whenever it fills
+	// or some time has passed.
 	out := newFlusher(opts.IO.Out)
 	var p printer
 	if opts.Format == report.JSON {
@@ -189,12 +190,7 @@ func runTrace(opts *Options) error {
 		if err := p.begin(d, w); err != nil {
 			return err
 		}
-		sum, err := w.Run(fr, opts.query, func(ev *analysis.TraceEvent) error {
-			if err := p.event(ev); err != nil {
-				return err
-			}
-			return out.tick()
-		})
+		sum, err := printWalk(w, fr, opts.query, p, out)
 		if err != nil {
 			if out.failed(err) {
 				return err
@@ -223,12 +219,12 @@ type printer interface {
 }
 
 // flusher buffers the listing and flushes it when the first screen is
-// out (firstScreen bytes) and then at most every flushEvery, so that a
-// pager shows lines at once and a file gets few large writes.
+// out (firstScreen bytes) and then when the printer's clock ticks (every
+// flushEvery), so that a pager shows lines at once and a file gets few
+// large writes.
 type flusher struct {
 	*bufio.Writer
 	first bool
-	last  time.Time
 	// err is the first write error, which ends the listing.
 	err error
 }
@@ -243,11 +239,11 @@ func newFlusher(w io.Writer) *flusher {
 	if !ok {
 		bw = bufio.NewWriterSize(w, 64<<10)
 	}
-	return &flusher{Writer: bw, first: true, last: time.Now()}
+	return &flusher{Writer: bw, first: true}
 }
 
-// tick flushes the buffer when the first screen is in it, or when the
-// last flush is some time ago; it returns the first write error.
+// tick, after each row, flushes the buffer when the first screen is in
+// it; it returns the first write error.
 func (f *flusher) tick() error {
 	if f.err != nil {
 		return f.err
@@ -255,14 +251,19 @@ func (f *flusher) tick() error {
 	if f.first && f.Buffered() >= firstScreen {
 		f.first = false
 		f.err = f.Writer.Flush()
-		f.last = time.Now()
-	} else if !f.first && f.Buffered() > 0 && time.Since(f.last) >= flushEvery {
-		f.err = f.Writer.Flush()
-		f.last = time.Now()
 	}
 	if f.err == nil {
 		// bufio.Writer keeps a write error too.
 		_, f.err = f.Write(nil)
+	}
+	return f.err
+}
+
+// flushBuffered writes what is buffered (the printer's clock ticked); it
+// returns the first write error.
+func (f *flusher) flushBuffered() error {
+	if f.err == nil && f.Buffered() > 0 {
+		f.err = f.Writer.Flush()
 	}
 	return f.err
 }
