@@ -24,6 +24,13 @@ type Want struct {
 	// bytes an entry rather than 16); the Replayed's MomentAt, AllocatedAt
 	// and FindPeak need them.
 	NoFigures bool
+	// CompactFigures keeps the figures AllocatedAt, ReservedAt, MomentAt
+	// and FindPeak read in about 4 bytes an entry instead of 16
+	// (allocated memory in 512-byte units, reserved memory as its
+	// changes), leaving Replayed.Allocated and Reserved nil: for the
+	// commands that print figures at a few entries (peak, oom, segments,
+	// diff), not the view's model, which reads the arrays.
+	CompactFigures bool
 }
 
 // capturer takes the wanted states during the replay. Entries named by
@@ -51,6 +58,10 @@ type capturer struct {
 	alloc, res peakTrack
 	// budget is the number of blocks the captures may still copy.
 	budget int
+	// startForPeak: the state before the first entry was captured only
+	// because a peak may be there (startAlloc, startRes: the peaks then).
+	startForPeak         bool
+	startAlloc, startRes int64
 	// taken are the states captured, each with the last entry of the
 	// allocator call it was captured after (their AllocIndex is filled by
 	// scan).
@@ -136,9 +147,9 @@ func newCapturer(rp *Replayed, trace *snapshot.Trace, w Want) *capturer {
 		// A peak may be before the first entry (a trace that only frees,
 		// or whose entries the replay forces back): the state at the
 		// start costs one copy.
-		if c.alloc.on || c.res.on {
+		if (c.alloc.on || c.res.on) && !slices.Contains(c.want, -1) {
 			c.want = append([]int{-1}, c.want...)
-			c.want = slices.Compact(c.want)
+			c.startForPeak = true
 		}
 	}
 	return c
@@ -206,6 +217,7 @@ func (c *capturer) step(lo, hi int, a *allocator.Allocator) {
 	take := func(i int) *State {
 		if shared == nil {
 			shared = c.rp.captureRaw(i, a, nil)
+			shared.capture = shared
 			c.budget -= stateBlocks(shared)
 			c.taken = append(c.taken, takenState{shared, hi})
 		}
@@ -228,10 +240,20 @@ func (c *capturer) step(lo, hi int, a *allocator.Allocator) {
 	al, re := a.AllocatedReserved()
 	if lo < 0 {
 		c.alloc.best, c.res.best = al.Peak, re.Peak
+		c.startAlloc, c.startRes = al.Peak, re.Peak
 		return
 	}
 	c.track(&c.alloc, lo, hi, al.Peak, take)
 	c.track(&c.res, lo, hi, re.Peak, take)
+	if c.startForPeak && (!c.alloc.on || al.Peak > c.startAlloc) && (!c.res.on || re.Peak > c.startRes) {
+		// Both peaks are past the state before the first entry: it
+		// cannot be printed, and is let go now rather than held to the
+		// end.
+		c.startForPeak = false
+		st := c.got[-1]
+		delete(c.got, -1)
+		c.drop(st)
+	}
 }
 
 func (c *capturer) track(p *peakTrack, lo, hi int, peak int64, take func(int) *State) {
@@ -255,7 +277,34 @@ func (c *capturer) track(p *peakTrack, lo, hi int, peak int64, take func(int) *S
 	if c.budget <= 0 {
 		return
 	}
+	old := p.st
 	p.best, p.st, p.at = peak, take(hi), hi
+	c.drop(old)
+}
+
+// drop lets go of a state a peak track no longer holds, unless the other
+// track or a wanted entry holds it: only the states that may be printed
+// stay live during the replay, not every guess.
+func (c *capturer) drop(st *State) {
+	if st == nil || sameState(st, c.alloc.st) || sameState(st, c.res.st) {
+		return
+	}
+	for _, g := range c.got {
+		if sameState(st, g) {
+			return
+		}
+	}
+	c.taken = slices.DeleteFunc(c.taken, func(t takenState) bool { return sameState(st, t.st) })
+}
+
+// sameState reports whether two states are one capture (take hands out
+// copies of one capture for the entries of one allocator call: they
+// share its segments).
+func sameState(a, b *State) bool {
+	if a == nil || b == nil {
+		return false
+	}
+	return a == b || a.capture != nil && a.capture == b.capture
 }
 
 // scan fills the Replayed's maps of the trace (lastAlloc, firstFree) in
@@ -318,6 +367,7 @@ func (c *capturer) finish() {
 	}
 	done := map[*State]bool{}
 	for i, st := range c.got {
+		st.capture = nil // only the replay's bookkeeping
 		if !done[st] {
 			rp.fixStacks(st)
 			done[st] = true

@@ -57,7 +57,7 @@ func TestReplayForCapturesWhatAReplayGives(t *testing.T) {
 			if len(tr) == 0 {
 				continue
 			}
-			want := Want{PeakAllocated: true, PeakReserved: true, OOMs: true, Indices: []int{-1, len(tr) / 2, len(tr) - 1}}
+			want := Want{PeakAllocated: true, PeakReserved: true, OOMs: true, Indices: []int{-1, len(tr) / 2, len(tr) - 1}, CompactFigures: true}
 			rp, err := ReplayFor(s, d, want)
 			if err != nil {
 				t.Fatalf("%s: %v", f, err)
@@ -92,6 +92,17 @@ func TestReplayForCapturesWhatAReplayGives(t *testing.T) {
 			for k := range idx {
 				if !reflect.DeepEqual(got[k], ref[k]) {
 					t.Errorf("%s device %d: the state after entry %d captured in the replay differs from a second replay's", filepath.Base(f), d, idx[k])
+				}
+			}
+			// The compact figures are the arrays' (every entry of the
+			// smaller traces, a stride of the large ones).
+			if rp.Allocated != nil || rp.Reserved != nil {
+				t.Fatalf("%s: CompactFigures kept the per-entry arrays", f)
+			}
+			stride := max(1, len(tr)/100000)
+			for i := -1; i <= len(tr); i += stride {
+				if g, w := rp.MomentAt(i), plain.MomentAt(i); g != w {
+					t.Fatalf("%s device %d: entry %d: compact figures give %+v, the arrays %+v", filepath.Base(f), d, i, g, w)
 				}
 			}
 			peaks := rp.Captured(rp.Result.PeakAllocated.Index) && rp.Captured(rp.Result.PeakReserved.Index)

@@ -123,13 +123,13 @@ func phasePeaks(rp *Replayed) []PhasePeak {
 			pp.Entries++
 			// The segment events that lead an allocation share its state;
 			// the peak is after the allocation, as the replay reports it.
-			a := rp.Allocated[k]
+			a := rp.AllocatedAt(k)
 			lead := pp.At.Index == k-1 && k > 0 && isSegmentEvent(prevAction)
 			if a > pp.PeakAllocated || pp.At.Index == -2 || a == pp.PeakAllocated && lead {
 				pp.PeakAllocated = a
 				pp.At = Moment{Index: k} // described after the pass
 			}
-			if r := rp.Reserved[k]; r > pp.PeakReserved {
+			if r := rp.ReservedAt(k); r > pp.PeakReserved {
 				pp.PeakReserved = r
 			}
 		}

@@ -27,8 +27,12 @@ type Replayed struct {
 	// Allocated and Reserved are allocated_bytes.all.current and
 	// reserved_bytes.all.current after each trace entry; Start* before the
 	// first one.
+	// With Want.CompactFigures they are nil and the figures are kept in
+	// alloc and resv instead; AllocatedAt and ReservedAt read either.
 	Allocated, Reserved           []int64
 	StartAllocated, StartReserved int64
+	alloc                         *unitSeries
+	resv                          *stepSeries
 	Phases                        Phases
 
 	// lastAlloc is the last alloc entry at each address; finalActive the
@@ -75,7 +79,12 @@ func ReplayObservedFor(s *snapshot.Snapshot, device int, want Want, start func(a
 		finalActive: make(map[uint64]*snapshot.Block),
 		firstFree:   make(map[uint64]snapshot.StackID),
 	}
-	if !want.NoFigures {
+	switch {
+	case want.NoFigures:
+	case want.CompactFigures:
+		al := newUnitSeries(trace.Len())
+		rp.alloc, rp.resv = &al, &stepSeries{}
+	default:
 		rp.Allocated, rp.Reserved = make([]int64, trace.Len()), make([]int64, trace.Len())
 	}
 	// The capturer's passes over the trace (the peaks' guesses, the oom
@@ -92,9 +101,15 @@ func ReplayObservedFor(s *snapshot.Snapshot, device int, want Want, start func(a
 		c = newCapturer(rp, trace, want)
 	}()
 	r, err := replay.New(s, replay.Options{Device: device, OnEvent: func(i int, e snapshot.TraceEntry, a *allocator.Allocator) {
-		if rp.Allocated != nil {
+		switch {
+		case rp.Allocated != nil:
 			al, re := a.AllocatedReserved()
 			rp.Allocated[i], rp.Reserved[i] = al.Current, re.Current
+		case rp.alloc != nil:
+			rp.padFigures(i)
+			al, re := a.AllocatedReserved()
+			rp.alloc.add(al.Current)
+			rp.resv.add(re.Current)
 		}
 		if each != nil {
 			each(i, e, a)
@@ -126,6 +141,10 @@ func ReplayObservedFor(s *snapshot.Snapshot, device int, want Want, start func(a
 		c.step(lo, r.Pos()-1, r.Allocator())
 	}
 	rp.Result = r.Result()
+	if rp.alloc != nil {
+		rp.padFigures(trace.Len())
+		rp.resv.clip()
+	}
 	// What the analyses need of the whole trace is gathered once the
 	// replay's allocator is gone (its memory and these maps are not held
 	// at once): the last alloc entry at each address, the first free at
@@ -159,6 +178,12 @@ func (rp *Replayed) FirstTimeUS() int64 {
 // AllocatedAt and ReservedAt return the figures after entry i (-1: before
 // the first entry).
 func (rp *Replayed) AllocatedAt(i int) int64 {
+	if rp.alloc != nil {
+		if i < 0 || i >= rp.alloc.len() {
+			return rp.StartAllocated
+		}
+		return rp.alloc.at(i)
+	}
 	if i < 0 || i >= len(rp.Allocated) {
 		return rp.StartAllocated
 	}
@@ -167,10 +192,25 @@ func (rp *Replayed) AllocatedAt(i int) int64 {
 
 // ReservedAt: see AllocatedAt.
 func (rp *Replayed) ReservedAt(i int) int64 {
+	if rp.resv != nil {
+		if i < 0 || i >= rp.resv.len() {
+			return rp.StartReserved
+		}
+		return rp.resv.at(i)
+	}
 	if i < 0 || i >= len(rp.Reserved) {
 		return rp.StartReserved
 	}
 	return rp.Reserved[i]
+}
+
+// padFigures gives the compact figures a zero for each entry before i the
+// replay passed over, as the arrays' zero values do.
+func (rp *Replayed) padFigures(i int) {
+	for rp.alloc.len() < i {
+		rp.alloc.add(0)
+		rp.resv.add(0)
+	}
 }
 
 // Moment says when something happened.
@@ -211,6 +251,9 @@ type State struct {
 	// the trace entry that allocated it; blocks that are absent existed
 	// before the first entry.
 	AllocIndex map[uint64]int
+	// capture is the state this one is a copy of, taken during a replay
+	// for the entries of one allocator call (they share its segments).
+	capture *State
 }
 
 // BornBeforeTrace reports whether a live block was allocated before the

@@ -97,7 +97,7 @@ func runOOM(opts *Options) error {
 		return err
 	}
 	fr := analysis.NewFrames(snap.Stacks, opts.AllFrames)
-	out, err := command.ReplayEachFor(opts.IO.ErrOut, opts.File, snap, opts.Device, analysis.Want{OOMs: true}, func(rp *analysis.Replayed) (deviceOOM, error) {
+	out, err := command.ReplayEachFor(opts.IO.ErrOut, opts.File, snap, opts.Device, analysis.Want{OOMs: true, CompactFigures: true}, func(rp *analysis.Replayed) (deviceOOM, error) {
 		rep, err := analysis.ExplainOOMsTop(rp, fr, opts.Top)
 		return deviceOOM{rp, rep}, err
 	})

@@ -175,7 +175,8 @@ func runSegments(opts *Options) error {
 		return err
 	}
 	fr := analysis.NewFrames(snap.Stacks, false)
-	var want analysis.Want
+	// The figures are printed at one entry: compact (see Want).
+	want := analysis.Want{CompactFigures: true}
 	switch {
 	case opts.at == analysis.AtPeak:
 		want.PeakReserved = true
