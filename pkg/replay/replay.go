@@ -112,6 +112,9 @@ type Recording struct {
 	capacity         int64
 	capacitySource   string
 	preexistingBytes int64
+	// live: the follow replay is still running (LiveRecording); pools
+	// and emptyCacheAt are its findings before its first step.
+	live *liveShare
 }
 
 // Recording returns what what-if replays of this follow replay's
@@ -125,6 +128,9 @@ func (r *Replay) Recording() (*Recording, error) {
 	}
 	if r.pos < r.tw.n {
 		return nil, fmt.Errorf("replay: the follow replay applied %d of %d entries", r.pos, r.tw.n)
+	}
+	if r.live != nil {
+		return nil, errors.New("replay: the recording of this follow replay was taken live (LiveRecording)")
 	}
 	return r.recording(), nil
 }
@@ -201,6 +207,18 @@ type Replay struct {
 	// starting state.
 	toggled   bool
 	preBlocks []allocator.BlockInfo
+
+	// live is shared with what-if replays running beside this one
+	// (LiveRecording, live.go). A follow replay publishes to it: findings
+	// not yet published, and the position last published. A what-if
+	// replay reads it: how much of the log it has taken, the entries it
+	// may apply (below liveReady), and why it cannot go on.
+	live          *liveShare
+	livePending   []liveNote
+	livePublished int
+	liveRead      int
+	liveReady     int
+	liveErr       error
 }
 
 // New prepares the replay of device o.Device of s: it picks the
@@ -301,9 +319,13 @@ func New(s *snapshot.Snapshot, o Options) (*Replay, error) {
 		r.startPools()
 	}
 	r.res.Warnings = append(r.res.Warnings, r.start.warnings...)
-	if follow != nil {
+	switch {
+	case follow != nil && follow.live != nil:
+		// Its own copy: the log of the running follow replay goes in.
+		r.pools, r.live = follow.pools.sharedCopy(), follow.live
+	case follow != nil:
 		r.pools = follow.pools
-	} else {
+	default:
 		r.pools = findCallPools(r.snap, r.trace, r.final)
 	}
 
@@ -729,6 +751,9 @@ func (r *Replay) initWhatIf(total int64, follow *Recording) error {
 	}
 	r.res.Capacity, r.res.CapacitySource = capacity, source
 	r.emptyCacheAt = follow.emptyCacheAt
+	if follow.live != nil {
+		r.emptyCacheAt = maps.Clone(follow.emptyCacheAt)
+	}
 	r.simAddr = make(map[uint64]uint64)
 	r.failed = make(map[uint64]bool)
 	// The live blocks of the starting state are allocated first, in
@@ -757,6 +782,10 @@ func (r *Replay) initWhatIf(total int64, follow *Recording) error {
 	}
 	r.res.History.PreexistingBytes = follow.preexistingBytes
 	r.beginWindow()
+	// Allocated: the starting state's copy of the snapshot's segments is
+	// not read again here (the recording may still hold it for others).
+	r.start.segments, r.start.reservations = nil, nil
+	r.opts.Recording = nil
 	return nil
 }
 
@@ -827,9 +856,17 @@ func (r *Replay) Step() error {
 	// The previous step's spans of the trace are done with.
 	r.tw.release()
 	if r.opts.Mode == WhatIf {
+		if r.live != nil && r.pos >= r.liveReady {
+			if err := r.awaitFollow(); err != nil {
+				return err
+			}
+		}
 		r.stepWhatIf()
 	} else {
 		r.stepFollow()
+		if r.live != nil {
+			r.publish(false)
+		}
 	}
 	if n := r.opts.CheckEvery; n > 0 && (r.pos%n == 0 || r.pos == r.tw.n) {
 		if err := r.a.CheckInvariants(); err != nil {
@@ -869,7 +906,7 @@ func (r *Replay) Result() *Result {
 	if r.done {
 		return r.res
 	}
-	for r.pos < r.tw.n {
+	for r.pos < r.tw.n && r.liveErr == nil {
 		r.Step()
 	}
 	r.done = true
@@ -1284,8 +1321,10 @@ func (r *Replay) tryEmptyCacheAs(i, last int, capturing bool) bool {
 		r.a = c
 		r.res.Fidelity.EmptyCacheCalls++
 		r.emptyCacheAt[i] = true
+		r.note(noteEmptyCache, i, snapshot.PoolID{})
 		if capturing {
 			r.pools.capturingEmptyCache[i] = true
+			r.note(noteCapturingEmptyCache, i, snapshot.PoolID{})
 		}
 		r.res.Fidelity.SegmentEvents.Reproduced += k
 		r.finish(i, i+k-1)
@@ -1305,6 +1344,7 @@ func (r *Replay) followRelease(i int) {
 			return
 		}
 		r.emptyCacheAt[i] = true
+		r.note(noteEmptyCache, i, snapshot.PoolID{})
 	}
 	r.force(i, k-1, func() string { return "no allocator call explains these segment events" })
 }
@@ -1636,6 +1676,7 @@ func (r *Replay) routeCall(i, j int) snapshot.PoolID {
 		}
 		if j >= 0 && !id.IsDefault() {
 			r.pools.call[j] = id
+			r.note(noteCall, j, id)
 		}
 	}
 	r.a.RouteToPool(id)
@@ -1665,6 +1706,7 @@ func (r *Replay) notePoolReleases(i, j int, own snapshot.PoolID) {
 		}
 		if id, ok := r.a.PoolOf(e.Addr); ok && !id.IsDefault() && id != own {
 			r.pools.released[k] = id
+			r.note(noteReleased, k, id)
 			r.a.MarkPoolReleased(id)
 		}
 	}
@@ -1733,6 +1775,7 @@ func (r *Replay) tryPools(i, j int) bool {
 func (r *Replay) notePoolGuess(j int, id snapshot.PoolID, matches int) {
 	if !id.IsDefault() {
 		r.pools.call[j] = id
+		r.note(noteCall, j, id)
 	}
 	p := &r.res.Pools
 	p.Inferred++

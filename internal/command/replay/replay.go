@@ -13,6 +13,7 @@ import (
 
 	"github.com/memstat/memstat/internal/command"
 	"github.com/memstat/memstat/internal/iostreams"
+	"github.com/memstat/memstat/internal/parallel"
 	"github.com/memstat/memstat/pkg/allocator"
 	"github.com/memstat/memstat/pkg/replay"
 	"github.com/memstat/memstat/pkg/report"
@@ -151,13 +152,8 @@ func runReplay(opts *Options) error {
 		if opts.Device >= 0 && d != opts.Device || snap.Trace(d).Len() == 0 && len(snap.DeviceSegments(d)) == 0 {
 			continue
 		}
-		// The what-if replay starts from the recorded one's rebuilt state
-		// instead of following the recording again itself.
-		rec, recording, err := runRecorded(snap, replay.Options{Device: d, Version: v, KeepStart: true})
-		if err != nil {
-			return fmt.Errorf("%s: device %d: %w", opts.File, d, err)
-		}
-		sim, err := run(snap, replay.Options{Device: d, Version: v, Mode: replay.WhatIf, Config: cfg, Capacity: opts.capacity, Recording: recording})
+		rec, sim, err := replayPair(snap, replay.Options{Device: d, Version: v, KeepStart: true},
+			replay.Options{Device: d, Version: v, Mode: replay.WhatIf, Config: cfg, Capacity: opts.capacity})
 		if err != nil {
 			return fmt.Errorf("%s: device %d: %w", opts.File, d, err)
 		}
@@ -176,19 +172,43 @@ func runReplay(opts *Options) error {
 	return writeText(opts.IO.Out, opts, devices)
 }
 
-// runRecorded runs a follow replay and returns its result and what what-if
-// replays of it start from.
-func runRecorded(snap *snapshot.Snapshot, o replay.Options) (*replay.Result, *replay.Recording, error) {
-	r, err := replay.New(snap, o)
+// replayPair runs the follow replay (fo) and the what-if replay (wo) of
+// one device side by side, on two cores: the what-if replay starts from
+// the follow replay's rebuilt state instead of following the recording
+// again itself, and steps behind it (replay.LiveRecording). A failure of
+// the follow replay is reported first, as when they ran one after the
+// other.
+func replayPair(snap *snapshot.Snapshot, fo, wo replay.Options) (rec, sim *replay.Result, err error) {
+	fr, err := replay.New(snap, fo)
 	if err != nil {
 		return nil, nil, err
 	}
-	res, err := r.Run()
+	wo.Recording, err = fr.LiveRecording()
 	if err != nil {
 		return nil, nil, err
 	}
-	rec, err := r.Recording()
-	return res, rec, err
+	var recErr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		// Whatever happens, the what-if replay must not wait for ever.
+		defer fr.EndLive()
+		defer func() {
+			if p := parallel.Recovered(recover()); p != nil {
+				recErr = p
+			}
+		}()
+		rec, recErr = fr.Run()
+	}()
+	sim, simErr := run(snap, wo)
+	<-done
+	if recErr != nil {
+		return nil, nil, recErr
+	}
+	if simErr != nil {
+		return nil, nil, simErr
+	}
+	return rec, sim, nil
 }
 
 func run(snap *snapshot.Snapshot, o replay.Options) (*replay.Result, error) {

@@ -1,0 +1,162 @@
+package replay
+
+import (
+	"fmt"
+	"maps"
+	"sync"
+
+	"github.com/memstat/memstat/pkg/snapshot"
+)
+
+// A follow replay and what-if replays of the same recording can run side
+// by side (LiveRecording): a what-if replay needs of the follow replay its
+// starting state, the capacity and call pools (known once New returns),
+// and what the follow replay finds as it steps: where the program emptied
+// the cache and which pool each call used (findings about entry i are
+// final once the follow replay has applied entry i). So a what-if replay
+// started from a live Recording steps behind the follow replay, waiting
+// where it would overtake it, and keeps its own copy of those findings,
+// taken from the log the follow replay publishes.
+
+// liveBatch is how many entries the follow replay applies between two
+// publications of its progress.
+const liveBatch = 512
+
+// liveShare is what a follow replay publishes to the what-if replays that
+// run beside it.
+type liveShare struct {
+	mu   sync.Mutex
+	more *sync.Cond
+	// pos is how many entries the follow replay has applied; log its
+	// findings up to there, in the order it made them. stopped: it will
+	// publish nothing more (done, or given up: EndLive).
+	pos     int
+	stopped bool
+	log     []liveNote
+}
+
+// liveNote is one finding of the follow replay that what-if replays read.
+type liveNote struct {
+	what liveWhat
+	i    int
+	pool snapshot.PoolID
+}
+
+type liveWhat uint8
+
+const (
+	noteEmptyCache          liveWhat = iota // emptyCacheAt[i]
+	noteCapturingEmptyCache                 // pools.capturingEmptyCache[i]
+	noteCall                                // pools.call[i] = pool
+	noteReleased                            // pools.released[i] = pool
+)
+
+// LiveRecording is Recording taken before the follow replay has stepped,
+// for what-if replays that run on other goroutines while this one runs
+// (memstat replay: the recording and the what-if on two cores). A what-if
+// replay started from it applies each entry only once this replay has
+// applied it, waiting otherwise. The caller must run this replay to the
+// end or call EndLive where it stops (an error, a panic): a what-if
+// replay past that point fails instead of waiting for ever. Recording
+// is refused afterwards.
+func (r *Replay) LiveRecording() (*Recording, error) {
+	if r.opts.Mode != Follow || !r.opts.KeepStart {
+		return nil, fmt.Errorf("replay: a recording comes from a follow replay made with KeepStart")
+	}
+	if r.pos > 0 || r.live != nil {
+		return nil, fmt.Errorf("replay: a live recording is taken before the follow replay's first step, once")
+	}
+	rec := r.recording()
+	// The findings as they stand now; the what-if replays add the log's
+	// to copies of their own. The follow replay goes on writing its own.
+	rec.pools = r.pools.sharedCopy()
+	rec.emptyCacheAt = maps.Clone(r.emptyCacheAt)
+	// Seeded, and the recording holds its own copy of the starting state:
+	// the follow replay drops its segments (the what-if replays drop
+	// theirs once seeded).
+	r.start.segments, r.start.reservations = nil, nil
+	r.live = &liveShare{}
+	r.live.more = sync.NewCond(&r.live.mu)
+	rec.live = r.live
+	return rec, nil
+}
+
+// EndLive tells the what-if replays of a live recording that this replay
+// publishes nothing more. Running to the end does it; calling it again,
+// or without a live recording, does nothing.
+func (r *Replay) EndLive() {
+	if r.live == nil || r.opts.Mode != Follow {
+		return
+	}
+	r.publish(true)
+}
+
+// sharedCopy is the part of the call pools a what-if replay reads, copied
+// (the follow replay writes its own as it steps).
+func (cp callPools) sharedCopy() callPools {
+	cp.call = maps.Clone(cp.call)
+	cp.released = maps.Clone(cp.released)
+	cp.capturingEmptyCache = maps.Clone(cp.capturingEmptyCache)
+	cp.guess = nil // the follow replay's own, not read by what-if replays
+	return cp
+}
+
+// note logs a finding of a follow replay with a live recording (the caller
+// also writes it in its own maps).
+func (r *Replay) note(what liveWhat, i int, pool snapshot.PoolID) {
+	if r.live != nil {
+		r.livePending = append(r.livePending, liveNote{what, i, pool})
+	}
+}
+
+// publish hands the follow replay's progress and findings to the what-if
+// replays every liveBatch entries, at the end, and when ending.
+func (r *Replay) publish(end bool) {
+	if !end && r.pos-r.livePublished < liveBatch && r.pos < r.tw.n {
+		return
+	}
+	l := r.live
+	l.mu.Lock()
+	l.log = append(l.log, r.livePending...)
+	l.pos = r.pos
+	l.stopped = l.stopped || end || r.pos >= r.tw.n
+	l.mu.Unlock()
+	l.more.Broadcast()
+	r.livePending = r.livePending[:0]
+	r.livePublished = r.pos
+}
+
+// awaitFollow, in a what-if replay of a live recording, waits until the
+// follow replay has applied the entry at r.pos and takes its findings so
+// far into the what-if replay's own copies.
+func (r *Replay) awaitFollow() error {
+	l := r.live
+	l.mu.Lock()
+	for l.pos <= r.pos && !l.stopped {
+		l.more.Wait()
+	}
+	// The follow replay only appends: the notes up to here stay as they
+	// are, read after the lock is released.
+	notes := l.log[r.liveRead:len(l.log):len(l.log)]
+	r.liveRead = len(l.log)
+	pos := l.pos
+	l.mu.Unlock()
+	for _, n := range notes {
+		switch n.what {
+		case noteEmptyCache:
+			r.emptyCacheAt[n.i] = true
+		case noteCapturingEmptyCache:
+			r.pools.capturingEmptyCache[n.i] = true
+		case noteCall:
+			r.pools.call[n.i] = n.pool
+		case noteReleased:
+			r.pools.released[n.i] = n.pool
+		}
+	}
+	if pos <= r.pos {
+		r.liveErr = fmt.Errorf("replay: the follow replay this what-if replay starts from stopped at entry %d of %d", pos, r.tw.n)
+		return r.liveErr
+	}
+	r.liveReady = pos
+	return nil
+}
