@@ -645,7 +645,7 @@ func (r *Replay) seedStart() {
 	}
 	var kept []string
 	var keptBytes int64
-	for _, seg := range r.start.segments {
+	for k, seg := range r.start.segments {
 		if err := r.a.SeedSegment(seg); err != nil {
 			r.a.AddUnmodelled(seg)
 			kept = append(kept, fmt.Sprintf("segment %#x: %v", seg.Address, err))
@@ -654,6 +654,11 @@ func (r *Replay) seedStart() {
 			r.seeded.add(seg.Address, seg.End())
 		}
 		r.res.History.PreexistingSegments++
+		if !r.opts.KeepStart {
+			// Seeded: its rebuilt blocks are garbage as the simulator
+			// grows, not only once every segment is seeded.
+			r.start.segments[k].Blocks = nil
+		}
 	}
 	switch {
 	case len(kept) > 0:
@@ -708,8 +713,8 @@ func (r *Replay) initFollow(total int64) error {
 	}
 	r.seedStart()
 	if !r.opts.KeepStart {
-		// Seeded: the copy of the snapshot's segments is garbage now (a
-		// tenth of the memory of replaying a large snapshot).
+		// Seeded: the rebuilt segments are garbage now (their blocks,
+		// where the rebuild laid them out, and the segment records).
 		r.start.segments, r.start.reservations = nil, nil
 	}
 	r.res.Capacity, r.res.CapacitySource = capacity, source
