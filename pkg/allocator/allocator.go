@@ -369,7 +369,7 @@ func (a *Allocator) Malloc(size int64, stream int64, stack snapshot.StackID) (ui
 	if err != nil {
 		return 0, err
 	}
-	a.allocated.put(b.addr, b)
+	a.allocated.put(b)
 	return b.addr, nil
 }
 
@@ -679,7 +679,7 @@ func (a *Allocator) insertEvents(b *block) {
 	} else {
 		b.setStreamUses(u[:0])
 	}
-	a.pending.put(b.addr, b)
+	a.pending.put(b)
 }
 
 func (a *Allocator) enqueueEvent(stream int64, b *block) {

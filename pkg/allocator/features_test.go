@@ -309,13 +309,13 @@ func TestAddrTableAgainstMap(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 5))
 	var tab addrTable
 	ref := map[uint64]*block{}
-	blocks := make([]block, 64)
 	for op := 0; op < 200000; op++ {
 		k := uint64(rng.IntN(3000)+1) << 9
 		switch rng.IntN(3) {
 		case 0:
-			b := &blocks[rng.IntN(len(blocks))]
-			tab.put(k, b)
+			// A new block replaces the one at its address.
+			b := &block{addr: k}
+			tab.put(b)
 			ref[k] = b
 		case 1:
 			if got := tab.take(k); got != ref[k] {

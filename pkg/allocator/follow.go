@@ -519,7 +519,7 @@ func (a *Allocator) forceMallocIn(b *block, addr uint64, size, blockSize, stream
 		split = a.shouldSplit(b, need, p.expandable)
 	}
 	nb := a.allocFoundBlock(&p, size, ctx, split)
-	a.allocated.put(nb.addr, nb)
+	a.allocated.put(nb)
 	return nb, nil
 }
 
