@@ -1799,17 +1799,47 @@ func (r *Replay) startPools() {
 	if !r.snap.Features.TracePoolID {
 		return
 	}
+	// The segments to name, in address order (start.segments is sorted),
+	// and the highest end among each one and those before it: one pass
+	// over the trace finds each one's first entry by binary search. (A
+	// pass per segment was segments x entries: hours for a trace of
+	// millions of entries that starts with 80,000 segments.)
+	var want []*snapshot.Segment
 	for k := range r.start.segments {
 		seg := &r.start.segments[k]
-		if !seg.PoolID.IsDefault() || seg.Expandable {
+		if seg.PoolID.IsDefault() && !seg.Expandable {
 			// An expandable range goes with its reservation's pool.
+			want = append(want, seg)
+		}
+	}
+	if len(want) == 0 {
+		return
+	}
+	maxEnd := make([]uint64, len(want))
+	for k, seg := range want {
+		maxEnd[k] = seg.End()
+		if k > 0 {
+			maxEnd[k] = max(maxEnd[k], maxEnd[k-1])
+		}
+	}
+	named := make([]bool, len(want))
+	left := len(want)
+	for _, e := range r.trace.All() {
+		if e.Action == snapshot.ActionOOM || e.Action == snapshot.ActionSnapshot {
 			continue
 		}
-		for _, e := range r.trace.All() {
-			if e.Action != snapshot.ActionOOM && e.Action != snapshot.ActionSnapshot && e.Addr >= seg.Address && e.Addr < seg.End() {
+		// The segments that may hold e.Addr: those starting at or before
+		// it, walking back while one of them may still reach past it.
+		k := sort.Search(len(want), func(k int) bool { return want[k].Address > e.Addr }) - 1
+		for ; k >= 0 && maxEnd[k] > e.Addr; k-- {
+			if seg := want[k]; !named[k] && e.Addr < seg.End() {
 				seg.PoolID = r.snap.Context(&e).Pool
-				break
+				named[k] = true
+				left--
 			}
+		}
+		if left == 0 {
+			return
 		}
 	}
 }
