@@ -3,6 +3,7 @@ package command
 import (
 	"io"
 	"math"
+	"os"
 	"path/filepath"
 	"runtime/debug"
 	"testing"
@@ -54,4 +55,40 @@ func TestLoadSnapshotLimitsHeap(t *testing.T) {
 	if got := current(); got != 1<<40 {
 		t.Errorf("a limit set before was changed to %d on release", got)
 	}
+}
+
+// TestNeedHeap: a command that says what it keeps (NeedHeap) gets a limit
+// that follows the need (half of a 1 GB file while it loads), one that
+// does not keeps the file's size as a floor; ReleaseHeapLimit forgets the
+// need for the next command.
+func TestNeedHeap(t *testing.T) {
+	current := func() int64 { return debug.SetMemoryLimit(-1) }
+	before := current()
+	if before != math.MaxInt64 {
+		t.Skip("a memory limit is set (GOMEMLIMIT): LoadSnapshot leaves it")
+	}
+	const gb = 1_000_000_000
+	big := filepath.Join(t.TempDir(), "big.pickle")
+	f, err := os.Create(big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(gb); err != nil { // sparse: only the size counts
+		t.Fatal(err)
+	}
+	f.Close()
+	NeedHeap(HeapNeed{PerEntry: FiguresPerEntry, PerBlock: 2 * StatePerBlock})
+	limitHeapFor(big)
+	if got := current(); got != gb/2 {
+		t.Errorf("limit while a 1 GB file loads, need said: %d, want half the file", got)
+	}
+	ReleaseHeapLimit()
+	if got := current(); got != before {
+		t.Errorf("limit after the command: %d, want %d", got, before)
+	}
+	limitHeapFor(big)
+	if got := current(); got != gb {
+		t.Errorf("limit while a 1 GB file loads, no need said (the next command): %d, want the file's size", got)
+	}
+	ReleaseHeapLimit()
 }

@@ -26,9 +26,11 @@ import (
 // limit at the live heap itself doubles the CPU.
 //
 // That estimate is a replay's (stats). A command that holds more, such as
-// peak's captured states (about 0.9x the file on torch-1GB, where a limit
-// at stats' need made it 2.2x slower), keeps the files' size as a floor
-// (NewHeapLimit; LimitHeapToFile is stats').
+// peak's captured states (a limit at stats' need made peak 2.2x slower on
+// torch-1GB), says what it holds per entry and per block (Hold) and gets
+// the same need-based limit with its holding counted; one that does not
+// keeps the files' size as a floor (NewHeapLimit; LimitHeapToFile is
+// stats').
 type HeapLimit struct {
 	budget int64
 	// files is the size of every file added; a floor of the limit when
@@ -38,13 +40,16 @@ type HeapLimit struct {
 	// pending are the sizes of the files added and not yet loaded, in
 	// order; loaded is the live heap measured after the last load, replay
 	// what the loaded snapshots' replays add to it.
-	pending     []int64
-	loaded      int64
-	replay      int64
-	kept        int64
-	prev        int64
-	active      bool
-	measureHeap func() int64
+	pending []int64
+	loaded  int64
+	replay  int64
+	kept    int64
+	// holdPerEntry and holdPerBlock are what the command keeps besides
+	// each replay's state (Hold).
+	holdPerEntry, holdPerBlock int64
+	prev                       int64
+	active                     bool
+	measureHeap                func() int64
 }
 
 const (
@@ -116,6 +121,16 @@ func (h *HeapLimit) Loaded(entries, blocks int) {
 // terminal). Call it before Loaded, which sets the limit.
 func (h *HeapLimit) Keep(n int64) { h.kept += n }
 
+// Hold says what the command keeps besides each replay's state, per trace
+// entry and per block of the final segments of every snapshot loaded
+// (peak: the figures after each entry and the captured states' blocks),
+// and drops the files' floor: the limit follows the need, that holding
+// counted, as stats' does. Call it before the first Add.
+func (h *HeapLimit) Hold(perEntry, perBlock int64) {
+	h.fileFloor = false
+	h.holdPerEntry, h.holdPerBlock = perEntry, perBlock
+}
+
 // AddLoaded is Loaded for one more snapshot, the first file added and not
 // yet loaded: the replays' needs add up.
 func (h *HeapLimit) AddLoaded(entries, blocks int) {
@@ -126,7 +141,7 @@ func (h *HeapLimit) AddLoaded(entries, blocks int) {
 		h.pending = h.pending[1:]
 	}
 	h.loaded = h.measureHeap()
-	h.replay += int64(entries)*replayPerEntry + int64(blocks)*replayPerBlock
+	h.replay += int64(entries)*(replayPerEntry+h.holdPerEntry) + int64(blocks)*(replayPerBlock+h.holdPerBlock)
 	h.apply()
 }
 

@@ -190,6 +190,55 @@ func TestHeapLimitFileFloor(t *testing.T) {
 	}
 }
 
+// TestHeapLimitHold: a command that says what it keeps besides its
+// replays' state (Hold: peak's figures and captured states) gets stats'
+// need-based limit with that holding counted, not its files' size; two
+// files' needs add up.
+func TestHeapLimitHold(t *testing.T) {
+	before := currentLimit()
+	const gb = 1_000_000_000
+	h := NewHeapLimit(64 << 30)
+	h.Hold(4, 64)
+	withLive(h, 192_000_000)
+	h.Add(sparseFile(t, "big.pickle", gb))
+	if got, want := currentLimit(), int64(gb*loadShare); got != want {
+		t.Errorf("limit while a 1 GB file loads: %d, want %d (loadShare of it, not its size)", got, want)
+	}
+	h.AddLoaded(8_600_000, 1_720_000)
+	need := int64(192_000_000 + 8_600_000*(replayPerEntry+4) + 1_720_000*(replayPerBlock+64))
+	want := need + int64(float64(need)*needMargin)
+	if got := currentLimit(); got != want {
+		t.Errorf("limit after loading: %d, want %d (the need with the holding, and the margin)", got, want)
+	}
+	// torch-1GB: peak's live heap peaked at 573 MB (gctrace) against
+	// stats' 448 MB; the limit leaves it stats' room and stays under the
+	// file's size.
+	if want < 573_000_000*12/10 || want >= gb {
+		t.Errorf("limit for peak on torch-1GB: %d, want between 1.2x its live peak (573 MB) and the file's size", want)
+	}
+	withLive(h, 400_000_000)
+	h.Add(sparseFile(t, "second.pickle", gb/10))
+	h.AddLoaded(860_000, 172_000)
+	need = 400_000_000 + (8_600_000+860_000)*(replayPerEntry+4) + (1_720_000+172_000)*(replayPerBlock+64)
+	if got := currentLimit(); got != need+int64(float64(need)*needMargin) {
+		t.Errorf("limit with a second file: %d, want %d", got, need+int64(float64(need)*needMargin))
+	}
+	h.Release()
+	if got := currentLimit(); got != before {
+		t.Errorf("limit after Release: %d, want %d as before", got, before)
+	}
+	// The floor stays for small files.
+	h = NewHeapLimit(64 << 30)
+	h.Hold(4, 64)
+	withLive(h, 20_000_000)
+	h.Add(sparseFile(t, "small.pickle", 100_000_000))
+	h.AddLoaded(860_000, 172_000)
+	if got := currentLimit(); got != minHeapLimit {
+		t.Errorf("limit for a 100 MB file: %d, want the %d floor", got, minHeapLimit)
+	}
+	h.Release()
+}
+
 // TestLiveHeapNow: the measure the limit starts from sees a live
 // allocation (it collects first, so garbage does not count).
 func TestLiveHeapNow(t *testing.T) {

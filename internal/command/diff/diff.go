@@ -148,6 +148,10 @@ type deviceDiff struct {
 
 func runDiff(opts *Options) error {
 	if len(opts.Befores) == 0 {
+		// One pair: the heap limit counts, per file, the figures and the
+		// two states its replay holds (pairs in parallel keep the files'
+		// size as a floor).
+		command.NeedHeap(command.HeapNeed{PerEntry: command.FiguresPerEntry, PerBlock: 2 * command.StatePerBlock})
 		out, err := compare(opts)
 		if err != nil {
 			return err

@@ -92,6 +92,9 @@ type deviceOOM struct {
 }
 
 func runOOM(opts *Options) error {
+	// The heap limit counts the figures and two states (the start and the
+	// peak's guess; a trace's ooms add one each: few).
+	command.NeedHeap(command.HeapNeed{PerEntry: command.FiguresPerEntry, PerBlock: 2 * command.StatePerBlock})
 	snap, err := command.LoadSnapshot(opts.IO.ErrOut, opts.File)
 	if err != nil {
 		return err

@@ -101,6 +101,8 @@ type devicePeak struct {
 }
 
 func runPeak(opts *Options) error {
+	// The heap limit counts the figures and the two states the replay holds.
+	command.NeedHeap(command.HeapNeed{PerEntry: command.FiguresPerEntry, PerBlock: 2 * command.StatePerBlock})
 	snap, err := command.LoadSnapshot(opts.IO.ErrOut, opts.File)
 	if err != nil {
 		return err

@@ -84,6 +84,10 @@ func runPprof(opts *Options) error {
 	if err := atomicfile.RefuseInput("-o", opts.Output, opts.File); err != nil {
 		return err
 	}
+	// The heap limit counts the allocated blocks it keeps (88-byte
+	// allocator.BlockInfo, half the blocks or so) and the addresses the
+	// trace frees before it allocates them (live.At).
+	command.NeedHeap(command.HeapNeed{PerEntry: 8, PerBlock: 96})
 	snap, err := command.LoadSnapshot(opts.IO.ErrOut, opts.File)
 	if err != nil {
 		return err

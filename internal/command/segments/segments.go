@@ -170,6 +170,9 @@ type deviceSegments struct {
 }
 
 func runSegments(opts *Options) error {
+	// The heap limit counts the figures and, with --at, two states (--at
+	// peak: the start and the peak's guess).
+	command.NeedHeap(command.HeapNeed{PerEntry: command.FiguresPerEntry, PerBlock: 2 * command.StatePerBlock})
 	snap, err := command.LoadSnapshot(opts.IO.ErrOut, opts.File)
 	if err != nil {
 		return err
