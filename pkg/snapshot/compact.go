@@ -121,6 +121,9 @@ type builder struct {
 	lastContextID ContextID
 	fields        [kCount]pickle.Value
 	present       [kCount]bool
+	// actionOf caches the action of an entry's action string, by its
+	// pickle string id: the Action plus one, 0 where not parsed yet.
+	actionOf []uint8
 }
 
 func newBuilder(vs *pickle.Values) *builder {
@@ -325,7 +328,7 @@ func (b *builder) frame() (pickle.Value, bool, error) {
 func (b *builder) entry() (pickle.Value, bool, error) {
 	const what = "trace entry"
 	var e TraceEntry
-	e.Action = ParseAction(b.str(kAction))
+	e.Action = b.action()
 	if e.Action == ActionUnknown {
 		if b.unknownActions++; b.unknownActions == 1 {
 			b.firstUnknown = b.str(kAction)
@@ -377,6 +380,24 @@ func (b *builder) entry() (pickle.Value, bool, error) {
 	// is ever held, nor doubled as it grows.
 	b.trace.Append(e)
 	return pickle.Record(tagEntry, uint64(b.trace.Len()-1)), true, nil
+}
+
+// action parses an entry's action, once per distinct string: the few
+// action names are interned strings, so their ids index actionOf.
+func (b *builder) action() Action {
+	v := b.fields[kAction]
+	if !b.present[kAction] || v.Kind != pickle.KindString || v.N >= 1<<20 {
+		return ParseAction(b.str(kAction))
+	}
+	if v.N >= uint64(len(b.actionOf)) {
+		b.actionOf = append(b.actionOf, make([]uint8, int(v.N)+1-len(b.actionOf))...)
+	}
+	a := b.actionOf[v.N]
+	if a == 0 {
+		a = uint8(ParseAction(b.vs.Text(v))) + 1
+		b.actionOf[v.N] = a
+	}
+	return Action(a - 1)
 }
 
 func (b *builder) historyItem() (pickle.Value, bool, error) {
@@ -562,6 +583,11 @@ func (b *builder) segment() (pickle.Value, bool, error) {
 	if len(b.segments) >= caps.segments {
 		return pickle.None, false, fmt.Errorf("more than %d segments, the limit (MaxSegments)", caps.segments)
 	}
+	if len(b.segments) == cap(b.segments) {
+		// Doubling, as for the blocks: append's quarter steps copy a
+		// large array four times over.
+		b.segments = slices.Grow(b.segments, max(len(b.segments), 64))
+	}
 	b.segments = append(b.segments, p)
 	return pickle.Record(tagSegment, uint64(len(b.segments)-1)), true, nil
 }
@@ -595,7 +621,7 @@ func (b *builder) footprint() int64 {
 		int64(cap(b.segments))*int64(unsafe.Sizeof(pendingSegment{})) +
 		int64(cap(b.history))*int64(unsafe.Sizeof(historyEntry{})) +
 		int64(cap(b.strs))*16 + int64(len(b.strIdx))*32 + int64(len(b.textIDs))*32 +
-		int64(cap(b.blockTaken)) + int64(cap(b.frameIDs))*4 +
+		int64(cap(b.blockTaken)) + int64(cap(b.frameIDs))*4 + int64(cap(b.actionOf)) +
 		int64(len(b.contexts.list))*int64(unsafe.Sizeof(EntryContext{})*2) +
 		b.stacks.footprint()
 	// A segment's list of block indices: each block is taken once.
