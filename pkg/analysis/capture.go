@@ -29,7 +29,8 @@ type Want struct {
 	// (allocated memory in 512-byte units, reserved memory as its
 	// changes), leaving Replayed.Allocated and Reserved nil: for the
 	// commands that print figures at a few entries (peak, oom, segments,
-	// diff), not the view's model, which reads the arrays.
+	// diff, report: the view's model then keeps its own, as with
+	// NoFigures).
 	CompactFigures bool
 }
 

@@ -101,7 +101,20 @@ type LiveBlock struct {
 // LiveBlocks lists a state's allocated blocks (not the ones waiting for
 // stream events: allocated_bytes does not count those), in address order.
 func (rp *Replayed) LiveBlocks(st *State) []LiveBlock {
-	var out []LiveBlock
+	// Sized once: grown by doubling, the copies cost as much as the
+	// blocks (report: 32 MB allocated for two states of 86,000 blocks).
+	n := 0
+	for _, seg := range st.Segments {
+		for _, b := range seg.Blocks {
+			if b.State == snapshot.ActiveAllocated {
+				n++
+			}
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	out := make([]LiveBlock, 0, n)
 	trace := rp.Trace()
 	rd := trace.Reader()
 	for _, seg := range st.Segments {

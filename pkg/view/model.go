@@ -113,6 +113,10 @@ func BuildObserved(s *snapshot.Snapshot, device int, fr *analysis.Frames, want a
 		return nil, fmt.Errorf("device %d: %d trace entries are more than the view handles", device, trace.Len())
 	}
 	m := &Model{Frames: fr, groups: map[analysis.GroupBy]*grouping{}}
+	// Without the Replayed's arrays of figures (want.NoFigures, or its
+	// compact ones: want.CompactFigures), the model takes its own as the
+	// replay goes.
+	ownFigures := want.NoFigures || want.CompactFigures
 	pools := map[PoolKey]uint16{}
 	poolOf := func(b allocator.BlockInfo) uint16 {
 		k := PoolKey{Kind: b.Pool, ID: b.PoolID}
@@ -151,9 +155,7 @@ func BuildObserved(s *snapshot.Snapshot, device int, fr *analysis.Frames, want a
 		m.Entry = make([]int32, 0, allocs)
 		m.Size = make([]int64, 0, allocs)
 		m.Pool = make([]uint16, 0, allocs)
-		// Without the Replayed's figures (want.NoFigures), the model
-		// takes its own as the replay goes.
-		if want.NoFigures {
+		if ownFigures {
 			m.alloc = newFiguresCap(trace.Len())
 		}
 		a.Blocks(func(b allocator.BlockInfo) bool {
@@ -168,7 +170,7 @@ func BuildObserved(s *snapshot.Snapshot, device int, fr *analysis.Frames, want a
 		if also != nil {
 			also(i, e, a)
 		}
-		if want.NoFigures {
+		if ownFigures {
 			m.padFigures(i) // as the Replayed's zeros, were an entry passed over
 			al, re := a.AllocatedReserved()
 			m.alloc.add(al.Current)
@@ -199,7 +201,7 @@ func BuildObserved(s *snapshot.Snapshot, device int, fr *analysis.Frames, want a
 		return nil, err
 	}
 	m.Replayed = rp
-	if want.NoFigures {
+	if ownFigures {
 		m.padFigures(trace.Len())
 		m.resv.clip()
 	} else {

@@ -159,7 +159,9 @@ func device(snap *snapshot.Snapshot, d int, opts *Options) (htmlreport.Device, *
 	var m *view.Model
 	var err error
 	// The states reportStates asks for, captured during the same replay.
-	want := analysis.Want{PeakAllocated: true, OOMs: true}
+	// The figures after each entry in 4 bytes an entry, not 16 (the view's
+	// model keeps its own as compact).
+	want := analysis.Want{PeakAllocated: true, OOMs: true, CompactFigures: true}
 	if snap.Trace(d).Len() > 0 {
 		if tl, tlErr = timeline.NewBuilder(snap, timeline.Options{Device: d}); tlErr == nil {
 			each = tl.Observe
