@@ -32,6 +32,11 @@ type Want struct {
 	// diff, report: the view's model then keeps its own, as with
 	// NoFigures).
 	CompactFigures bool
+	// LiveOnly keeps only the active blocks (allocated, pending free) of
+	// the states captured, about half of them: for callers that read what
+	// was live and nothing else (FindPeak: peak, diff). Describe, Segments
+	// and an oom's free space need every block.
+	LiveOnly bool
 }
 
 // capturer takes the wanted states during the replay. Entries named by
@@ -59,6 +64,8 @@ type capturer struct {
 	alloc, res peakTrack
 	// budget is the number of blocks the captures may still copy.
 	budget int
+	// liveOnly: see Want.LiveOnly.
+	liveOnly bool
 	// startForPeak: the state before the first entry was captured only
 	// because a peak may be there (startAlloc, startRes: the peaks then).
 	startForPeak         bool
@@ -128,6 +135,7 @@ func reserveDelta(e *snapshot.TraceEntry) int64 {
 func newCapturer(rp *Replayed, trace *snapshot.Trace, w Want) *capturer {
 	c := &capturer{rp: rp, trace: trace, rd: trace.Reader(), got: map[int]*State{}, budget: trace.Len() + 1024}
 	c.want = slices.Clone(w.Indices)
+	c.liveOnly = w.LiveOnly
 	peakRes := w.PeakReserved
 	if w.OOMs {
 		n := len(c.want)
@@ -218,8 +226,11 @@ func (c *capturer) step(lo, hi int, a *allocator.Allocator) {
 	take := func(i int) *State {
 		if shared == nil {
 			shared = c.rp.captureRaw(i, a, nil)
+			c.budget -= stateBlocks(shared) // what was copied
+			if c.liveOnly {
+				shared.Segments = liveSegments(shared.Segments)
+			}
 			shared.capture = shared
-			c.budget -= stateBlocks(shared)
 			c.taken = append(c.taken, takenState{shared, hi})
 		}
 		if shared.Index == i {
@@ -375,6 +386,32 @@ func (c *capturer) finish() {
 		}
 		rp.prefetched[i] = st
 	}
+}
+
+// liveSegments is segs with only their active blocks, in one new array
+// (the copy segs was is let go).
+func liveSegments(segs []snapshot.Segment) []snapshot.Segment {
+	n := 0
+	for si := range segs {
+		for _, b := range segs[si].Blocks {
+			if b.State.Active() {
+				n++
+			}
+		}
+	}
+	live := make([]snapshot.Block, 0, n)
+	out := make([]snapshot.Segment, len(segs))
+	for si := range segs {
+		start := len(live)
+		for _, b := range segs[si].Blocks {
+			if b.State.Active() {
+				live = append(live, b)
+			}
+		}
+		out[si] = segs[si]
+		out[si].Blocks = live[start:len(live):len(live)]
+	}
+	return out
 }
 
 func stateBlocks(st *State) int {

@@ -115,3 +115,67 @@ func TestReplayForCapturesWhatAReplayGives(t *testing.T) {
 		}
 	}
 }
+
+// TestLiveOnlyPeak: a replay that keeps only the live blocks of the states
+// it captures (Want.LiveOnly, peak's and diff's) finds the same peak,
+// block for block, as a replay that keeps every block, on every published
+// snapshot and on a recorded run; and holds fewer blocks where any is
+// free.
+func TestLiveOnlyPeak(t *testing.T) {
+	files := realdata.FilesIfPresent()
+	if len(files) == 0 {
+		t.Log("no published snapshots (../shared/testdata/real): checking a recorded run only")
+	}
+	train := recordBuiltin(t, "--layers", "2", "--hidden", "256", "--heads", "4", "--seq", "128", "--batch", "4", "--steps", "3")
+	for _, f := range append(files, train) {
+		s, err := snapshot.Load(f)
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		for d := range s.Devices() {
+			if s.Trace(d).Len() == 0 {
+				continue
+			}
+			full, err := ReplayFor(s, d, Want{PeakAllocated: true})
+			if err != nil {
+				t.Fatalf("%s: %v", f, err)
+			}
+			lean, err := ReplayFor(s, d, Want{PeakAllocated: true, LiveOnly: true, CompactFigures: true})
+			if err != nil {
+				t.Fatalf("%s: %v", f, err)
+			}
+			pf, err := FindPeak(full)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pl, err := FindPeak(lean)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(pf, pl) {
+				t.Errorf("%s device %d: the peak from live blocks only differs from the full state's", filepath.Base(f), d)
+			}
+			i := full.Result.PeakAllocated.Index
+			if !full.Captured(i) || !lean.Captured(i) {
+				continue
+			}
+			sf, _ := full.States(i)
+			sl, _ := lean.States(i)
+			nf, nl, free := 0, 0, 0
+			for _, seg := range sf[0].Segments {
+				nf += len(seg.Blocks)
+				for _, b := range seg.Blocks {
+					if !b.State.Active() {
+						free++
+					}
+				}
+			}
+			for _, seg := range sl[0].Segments {
+				nl += len(seg.Blocks)
+			}
+			if nl != nf-free {
+				t.Errorf("%s device %d: the live-only state holds %d blocks, want %d of %d", filepath.Base(f), d, nl, nf-free, nf)
+			}
+		}
+	}
+}

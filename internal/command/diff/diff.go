@@ -128,7 +128,7 @@ func (o *Options) deviceSide(s *side, device int) (*analysis.DiffSide, string, e
 	if !slices.Contains(command.DevicesWithData(s.snap), device) {
 		return nil, "", nil
 	}
-	rp, err := command.ReplayDeviceFor(o.IO.ErrOut, s.file, s.snap, device, analysis.Want{PeakAllocated: true, CompactFigures: true})
+	rp, err := command.ReplayDeviceFor(o.IO.ErrOut, s.file, s.snap, device, analysis.Want{PeakAllocated: true, CompactFigures: true, LiveOnly: true})
 	if err != nil {
 		return nil, "", err
 	}

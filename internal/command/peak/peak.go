@@ -108,7 +108,7 @@ func runPeak(opts *Options) error {
 		return err
 	}
 	fr := analysis.NewFrames(snap.Stacks, opts.AllFrames)
-	out, err := command.ReplayEachFor(opts.IO.ErrOut, opts.File, snap, opts.Device, analysis.Want{PeakAllocated: true, CompactFigures: true}, func(rp *analysis.Replayed) (devicePeak, error) {
+	out, err := command.ReplayEachFor(opts.IO.ErrOut, opts.File, snap, opts.Device, analysis.Want{PeakAllocated: true, CompactFigures: true, LiveOnly: true}, func(rp *analysis.Replayed) (devicePeak, error) {
 		p, err := analysis.FindPeak(rp)
 		if err != nil {
 			return devicePeak{}, err
