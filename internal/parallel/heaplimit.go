@@ -47,9 +47,12 @@ type HeapLimit struct {
 	// holdPerEntry and holdPerBlock are what the command keeps besides
 	// each replay's state (Hold).
 	holdPerEntry, holdPerBlock int64
-	prev                       int64
-	active                     bool
-	measureHeap                func() int64
+	// alone: the limit of a replay alone (LimitHeapToFile), from the
+	// closer estimate (replayAloneNeed, aloneLoadShare, aloneMargin).
+	alone       bool
+	prev        int64
+	active      bool
+	measureHeap func() int64
 }
 
 const (
@@ -73,14 +76,51 @@ const (
 	// a live peak of 478-487 MB): at a limit of 1.18x that peak the
 	// collector cost +8% user CPU, at 1.1x +34%, at 1.0x it doubled.
 	needMargin = 0.2
+
+	// A replay alone (stats: LimitHeapToFile) is measured closer. On
+	// torch-1GB (live heap 160 MiB after loading) two moments compete for
+	// its peak:
+	//   - the start-state rebuild's address sets, before the simulator
+	//     exists: 89 MiB at most (11 bytes an entry: the two halves' hash
+	//     sets, 8 bytes a slot sized for the trace's allocations, and the
+	//     sorted addresses made from them);
+	//   - the seeded simulator, 188 MiB after replay.New (115 bytes a
+	//     block: its 80-byte block, the address tables' 8-byte slots and
+	//     the free sets' share), and what the state gains during Run, 26
+	//     MiB at its end (3.2 bytes an entry): the live peak, 374 MiB.
+	// The commands that Hold more keep the coarser shares above, which
+	// their holdings were measured against.
+	aloneRebuildPerEntry = 11
+	aloneReplayPerBlock  = 116
+	aloneReplayPerEntry  = 4
+	// aloneLoadShare: at half the file, the heap grew to 426 MiB while
+	// torch-1GB loaded (live 0.31-0.35x the file), more than the replay's
+	// whole limit after it: the run's peak RSS.
+	aloneLoadShare = 0.44
+	// aloneMargin: the estimate is 402 MB on torch-1GB against a live peak
+	// of 392 MB. The margin holds the runtime's own memory too (35 MiB
+	// there: span slack, free spans, metadata), so the heap's room is
+	// less: the collector marked, over the run, 1.6x the bytes it marked
+	// at the old file-sized limit with a margin of 0.12, 1.25x at 0.16,
+	// 1.1x at 0.18 (peak RSS 0.49x the file), 1.0x at 0.2 (0.50x).
+	aloneMargin = 0.18
 )
+
+// replayAloneNeed is what replaying a snapshot of entries trace entries
+// and blocks blocks adds to its live heap at the peak: the start
+// rebuild's sets or the simulator and its growth, whichever is larger
+// (the sets are garbage before the simulator is seeded).
+func replayAloneNeed(entries, blocks int) int64 {
+	e, b := int64(entries), int64(blocks)
+	return max(e*aloneRebuildPerEntry, b*aloneReplayPerBlock+e*aloneReplayPerEntry)
+}
 
 // LimitHeapToFile sets the limit for reading path (see Add) and
 // replaying it, and nothing more (stats: only the replay's figures are
 // kept), at most budget; the caller leaves it out when the user set
 // GOMEMLIMIT.
 func LimitHeapToFile(path string, budget int64) *HeapLimit {
-	h := &HeapLimit{budget: budget, measureHeap: liveHeapNow}
+	h := &HeapLimit{budget: budget, alone: true, measureHeap: liveHeapNow}
 	h.Add(path)
 	return h
 }
@@ -141,7 +181,11 @@ func (h *HeapLimit) AddLoaded(entries, blocks int) {
 		h.pending = h.pending[1:]
 	}
 	h.loaded = h.measureHeap()
-	h.replay += int64(entries)*(replayPerEntry+h.holdPerEntry) + int64(blocks)*(replayPerBlock+h.holdPerBlock)
+	if h.alone {
+		h.replay += replayAloneNeed(entries, blocks)
+	} else {
+		h.replay += int64(entries)*(replayPerEntry+h.holdPerEntry) + int64(blocks)*(replayPerBlock+h.holdPerBlock)
+	}
 	h.apply()
 }
 
@@ -166,15 +210,19 @@ func (h *HeapLimit) limitFor() int64 {
 	if h.fileFloor {
 		floor = max(floor, h.files)
 	}
+	share, margin := loadShare, needMargin
+	if h.alone {
+		share, margin = aloneLoadShare, aloneMargin
+	}
 	var loading int64
 	for _, n := range h.pending {
-		loading += int64(float64(n) * loadShare)
+		loading += int64(float64(n) * share)
 	}
 	need := h.loaded + h.replay + h.kept
 	if need == 0 {
 		return max(loading, floor)
 	}
-	return max(loading+need+int64(float64(need)*needMargin), floor)
+	return max(loading+need+int64(float64(need)*margin), floor)
 }
 
 func (h *HeapLimit) apply() { h.set(h.limitFor()) }

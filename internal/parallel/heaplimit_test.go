@@ -28,7 +28,9 @@ func sparseFile(t *testing.T, name string, size int64) string {
 }
 
 // needOnly is LimitHeapToFile's limit before a file is added.
-func needOnly(budget int64) *HeapLimit { return &HeapLimit{budget: budget, measureHeap: liveHeapNow} }
+func needOnly(budget int64) *HeapLimit {
+	return &HeapLimit{budget: budget, alone: true, measureHeap: liveHeapNow}
+}
 
 // withLive makes h measure a live heap of n bytes after each load, where
 // the real one collects and reads the runtime's figure.
@@ -39,32 +41,34 @@ func TestHeapLimitFollowsTheNeed(t *testing.T) {
 	const gb = 1_000_000_000
 	big := sparseFile(t, "big.pickle", gb)
 
-	// While the file loads: loadShare of its size.
+	// While the file loads: aloneLoadShare of its size.
 	h := needOnly(64 << 30)
 	withLive(h, 192_000_000)
 	h.Add(big)
-	if got, want := currentLimit(), int64(gb*loadShare); got != want {
-		t.Errorf("limit while a 1 GB file loads: %d, want %d (loadShare of it)", got, want)
+	if got, want := currentLimit(), int64(gb*aloneLoadShare); got != want {
+		t.Errorf("limit while a 1 GB file loads: %d, want %d (aloneLoadShare of it)", got, want)
 	}
-	// torch-1GB's figures: 192 MB live after loading, 8.6 M entries,
-	// 1.72 M blocks. The limit is the need and its margin, well under the
-	// file's size (the old limit) and over the live peak measured (487 MB).
+	// torch-1GB's figures: 168 MB live after loading, 8.6 M entries,
+	// 1.72 M blocks. The limit is the need and its margin, under half the
+	// file's size and over the live peak measured (392 MB) by a tenth.
+	withLive(h, 168_000_000)
 	h.Loaded(8_600_000, 1_720_000)
-	need := int64(192_000_000 + 8_600_000*replayPerEntry + 1_720_000*replayPerBlock)
-	want := need + int64(float64(need)*needMargin)
+	need := int64(168_000_000 + 1_720_000*aloneReplayPerBlock + 8_600_000*aloneReplayPerEntry)
+	want := need + int64(float64(need)*aloneMargin)
 	if got := currentLimit(); got != want {
 		t.Errorf("limit for torch-1GB's replay: %d, want %d", got, want)
 	}
-	if want >= gb*6/10 || want <= 487_000_000 {
-		t.Errorf("limit for torch-1GB's replay: %d, want between its live peak (487 MB) and 0.6x the file", want)
+	if want >= gb/2 || want <= 392_000_000*11/10 {
+		t.Errorf("limit for torch-1GB's replay: %d, want between 1.1x its live peak (392 MB) and 0.5x the file", want)
 	}
+	withLive(h, 192_000_000)
 	// A snapshot whose state outweighs its file (a million blocks, few
 	// entries) gets its need, above the file's size.
 	withLive(h, 400_000_000)
 	h.Loaded(1000, 5_000_000)
-	need = 400_000_000 + 1000*replayPerEntry + 5_000_000*replayPerBlock
-	if got := currentLimit(); got != need+int64(float64(need)*needMargin) || got <= gb {
-		t.Errorf("limit for a block-heavy snapshot: %d, want %d", got, need+int64(float64(need)*needMargin))
+	need = 400_000_000 + replayAloneNeed(1000, 5_000_000)
+	if got := currentLimit(); got != need+int64(float64(need)*aloneMargin) || got <= gb {
+		t.Errorf("limit for a block-heavy snapshot: %d, want %d", got, need+int64(float64(need)*aloneMargin))
 	}
 	h.Release()
 	if got := currentLimit(); got != before {
@@ -78,9 +82,9 @@ func TestHeapLimitFollowsTheNeed(t *testing.T) {
 	h.Add(big)
 	h.Keep(8_600_000 * 8)
 	h.Loaded(8_600_000, 1_720_000)
-	need = int64(192_000_000 + 8_600_000*8 + 8_600_000*replayPerEntry + 1_720_000*replayPerBlock)
-	if got := currentLimit(); got != need+int64(float64(need)*needMargin) {
-		t.Errorf("limit with a sparkline kept: %d, want %d", got, need+int64(float64(need)*needMargin))
+	need = int64(192_000_000 + 8_600_000*8 + replayAloneNeed(8_600_000, 1_720_000))
+	if got := currentLimit(); got != need+int64(float64(need)*aloneMargin) {
+		t.Errorf("limit with a sparkline kept: %d, want %d", got, need+int64(float64(need)*aloneMargin))
 	}
 	h.Release()
 
@@ -90,18 +94,18 @@ func TestHeapLimitFollowsTheNeed(t *testing.T) {
 	withLive(h, 100_000_000)
 	h.Add(big)
 	h.AddLoaded(1_000_000, 100_000)
-	first := int64(1_000_000*replayPerEntry + 100_000*replayPerBlock)
+	first := replayAloneNeed(1_000_000, 100_000)
 	second := sparseFile(t, "second.pickle", 2*gb)
 	h.Add(second)
 	need = 100_000_000 + first
-	if got, want := currentLimit(), 2*gb*loadShare+need+int64(float64(need)*needMargin); got != int64(want) {
+	if got, want := currentLimit(), 2*gb*aloneLoadShare+need+int64(float64(need)*aloneMargin); got != int64(want) {
 		t.Errorf("limit while the second file loads: %d, want %d", got, int64(want))
 	}
 	withLive(h, 300_000_000)
 	h.AddLoaded(2_000_000, 200_000)
-	need = 300_000_000 + first + 2_000_000*replayPerEntry + 200_000*replayPerBlock
-	if got := currentLimit(); got != need+int64(float64(need)*needMargin) {
-		t.Errorf("limit for both replays: %d, want %d", got, need+int64(float64(need)*needMargin))
+	need = 300_000_000 + first + replayAloneNeed(2_000_000, 200_000)
+	if got := currentLimit(); got != need+int64(float64(need)*aloneMargin) {
+		t.Errorf("limit for both replays: %d, want %d", got, need+int64(float64(need)*aloneMargin))
 	}
 	h.Release()
 
@@ -251,4 +255,18 @@ func TestLiveHeapNow(t *testing.T) {
 		t.Errorf("live heap with 64 MiB held: %d, was %d without", got, base)
 	}
 	runtime.KeepAlive(keep)
+}
+
+// TestReplayAloneNeed: a replay's peak is the start rebuild's address sets
+// or the simulator with its growth, whichever is larger, not both: the
+// sets are garbage before the simulator is seeded.
+func TestReplayAloneNeed(t *testing.T) {
+	// torch-1GB: the simulator's side.
+	if got, want := replayAloneNeed(8_600_000, 1_720_000), int64(1_720_000*aloneReplayPerBlock+8_600_000*aloneReplayPerEntry); got != want {
+		t.Errorf("replayAloneNeed(torch-1GB) = %d, want the simulator's %d", got, want)
+	}
+	// Many entries, few blocks: the rebuild's sets.
+	if got, want := replayAloneNeed(10_000_000, 1000), int64(10_000_000*aloneRebuildPerEntry); got != want {
+		t.Errorf("replayAloneNeed(10 M entries, 1000 blocks) = %d, want the rebuild's %d", got, want)
+	}
 }
