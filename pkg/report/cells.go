@@ -1,6 +1,7 @@
 package report
 
 import (
+	"math"
 	"strconv"
 )
 
@@ -32,7 +33,24 @@ func Seconds(f float64) string {
 
 // AppendSeconds appends Seconds(f) to b.
 func AppendSeconds(b []byte, f float64) []byte {
-	return append(strconv.AppendFloat(append(b, '+'), f, 'f', 6, 64), 's')
+	b = append(b, '+')
+	// A whole number of microseconds (a trace's times are) in integers:
+	// AppendFloat with a fixed precision takes its multiprecision path.
+	// When f is the float64 nearest us/1e6 and under 2^32 it lies within
+	// half a unit in the last place of us/1e6, well under 0.5e-6, so
+	// rounding it to six decimals gives us/1e6 exactly (TestAppendSeconds).
+	if f >= 0 && f < 1<<32 {
+		if us := int64(math.Round(f * 1e6)); float64(us)/1e6 == f {
+			b = strconv.AppendInt(b, us/1e6, 10)
+			b = append(b, '.')
+			frac := us % 1e6
+			for d := int64(1e5); d > 1 && frac < d; d /= 10 {
+				b = append(b, '0')
+			}
+			return append(strconv.AppendInt(b, frac, 10), 's')
+		}
+	}
+	return append(strconv.AppendFloat(b, f, 'f', 6, 64), 's')
 }
 
 // Delta is a signed change of a count ("+3", "-1", "0").

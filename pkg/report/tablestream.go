@@ -207,7 +207,16 @@ func (t *TableStream) write() {
 	}
 }
 
+// blanks pads cells a slice at a time: a listing pads every cell.
+const blanks = "                                                                "
+
 func appendRepeat(b []byte, c byte, n int) []byte {
+	if c == ' ' {
+		for ; n > len(blanks); n -= len(blanks) {
+			b = append(b, blanks...)
+		}
+		return append(b, blanks[:max(n, 0)]...)
+	}
 	for ; n > 0; n-- {
 		b = append(b, c)
 	}
