@@ -354,15 +354,7 @@ func (w *TraceWalk) Run(fr *Frames, q TraceQuery, emit func(*TraceEvent) error) 
 	s, r, first := w.snap, w.r, w.first
 	trace := r.Trace()
 	phases := PhasesOf(s, w.dev)
-	type live struct {
-		name  int
-		named bool
-		stack snapshot.StackID
-		seg   uint64
-		off   int64
-		ok    bool
-	}
-	blocks := map[uint64]live{}
+	var blocks liveTable
 	var nm names
 	locate := func(a *allocator.Allocator, addr uint64) (uint64, int64, bool) {
 		if b, ok := a.BlockAt(addr); ok {
@@ -407,27 +399,33 @@ func (w *TraceWalk) Run(fr *Frames, q TraceQuery, emit func(*TraceEvent) error) 
 		}
 		switch e.Action {
 		case snapshot.ActionAlloc:
-			l := live{name: nm.take(), named: true, stack: e.Stack}
+			l := traceLive{name: int32(nm.take()), named: true, stack: e.Stack}
 			l.seg, l.off, l.ok = locate(a, e.Addr)
-			if old, ok := blocks[e.Addr]; ok && old.named {
+			slot, ok := blocks.find(e.Addr)
+			if ok && blocks.slots[slot].v.named {
 				// The free of the block before was never recorded.
-				nm.give(old.name)
+				nm.give(int(blocks.slots[slot].v.name))
 			}
-			blocks[e.Addr] = l
-			ev.Name = nm.text(l.name)
+			blocks.put(slot, e.Addr, l)
+			ev.Name = nm.text(int(l.name))
 			ev.Segment, ev.Offset, ev.Located = l.seg, l.off, l.ok
 		case snapshot.ActionFreeRequested, snapshot.ActionFreeCompleted, snapshot.ActionFree:
-			l, ok := blocks[e.Addr]
-			if !ok {
+			slot, ok := blocks.find(e.Addr)
+			var l traceLive
+			if ok {
+				l = blocks.slots[slot].v
+			} else {
 				// Allocated before the trace began.
 				if b, ok := a.BlockAt(e.Addr); ok {
 					l.stack = b.Stack
 				}
 				l.seg, l.off, l.ok = locate(a, e.Addr)
-				blocks[e.Addr] = l
+				if e.Action == snapshot.ActionFreeRequested {
+					blocks.put(slot, e.Addr, l)
+				}
 			}
 			if l.named {
-				ev.Name = nm.text(l.name)
+				ev.Name = nm.text(int(l.name))
 			}
 			ev.Segment, ev.Offset, ev.Located = l.seg, l.off, l.ok
 			if e.Stack == snapshot.NoStack && l.stack != snapshot.NoStack {
@@ -435,9 +433,11 @@ func (w *TraceWalk) Run(fr *Frames, q TraceQuery, emit func(*TraceEvent) error) 
 			}
 			if e.Action != snapshot.ActionFreeRequested {
 				if l.named {
-					nm.give(l.name)
+					nm.give(int(l.name))
 				}
-				delete(blocks, e.Addr)
+				if ok {
+					blocks.remove(slot)
+				}
 			}
 		case snapshot.ActionSegmentAlloc, snapshot.ActionSegmentFree:
 			ev.Segment, ev.Located = e.Addr, true

@@ -112,10 +112,12 @@ func TestStreams(t *testing.T) {
 }
 
 // TestClosedPipe: a write error (the reader closed the pipe) stops the
-// replay at once and is returned as it is; root.Main turns EPIPE into a
-// quiet exit 0 (see root's TestClosedPipeExitsZero).
+// replay at once and is returned as it is, and the printer goroutine has
+// ended when runTrace returns; root.Main turns EPIPE into a quiet exit 0
+// (see root's TestClosedPipeExitsZero).
 func TestClosedPipe(t *testing.T) {
 	fn := longTrace(t, 20000)
+	before := runtime.NumGoroutine()
 	for _, f := range []report.Format{report.Text, report.Markdown, report.JSON} {
 		out := &probe{}
 		opts := newOptions(out, fn, f)
@@ -131,6 +133,44 @@ func TestClosedPipe(t *testing.T) {
 		}
 		if got, all := opts.walk.Applied(), opts.walk.Entries(); got > all/10 {
 			t.Errorf("%s: the replay went on to entry %d of %d after the pipe closed", f, got, all)
+		}
+		if n := runtime.NumGoroutine(); n > before {
+			t.Errorf("%s: %d goroutines after the listing, %d before: the printer did not end", f, n, before)
+		}
+	}
+}
+
+// TestWriteErrorLate: a write error after many batches (the walk well
+// ahead, the printer's buffers all in use) still ends the listing with
+// that error, once, and no goroutine is left behind.
+func TestWriteErrorLate(t *testing.T) {
+	fn := longTrace(t, 20000)
+	before := runtime.NumGoroutine()
+	for _, f := range []report.Format{report.Text, report.JSON} {
+		for _, at := range []int{1 << 20, 2<<20 + 17} {
+			out := &probe{discard: true}
+			opts := newOptions(out, fn, f)
+			fails := 0
+			out.at = func(n int) error {
+				if n >= at {
+					fails++
+					return syscall.EPIPE
+				}
+				return nil
+			}
+			err := runTrace(opts)
+			if !errors.Is(err, syscall.EPIPE) {
+				t.Fatalf("%s: error %v, want EPIPE", f, err)
+			}
+			if fails != 1 {
+				t.Errorf("%s: %d writes after the first failed one", f, fails-1)
+			}
+			if got, all := opts.walk.Applied(), opts.walk.Entries(); got == all {
+				t.Errorf("%s: the replay went on to the end after the pipe closed", f)
+			}
+			if n := runtime.NumGoroutine(); n > before {
+				t.Errorf("%s: %d goroutines after the listing, %d before: the printer did not end", f, n, before)
+			}
 		}
 	}
 }
