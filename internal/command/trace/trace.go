@@ -11,12 +11,12 @@ import (
 	"math"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/memstat/memstat/internal/command"
 	"github.com/memstat/memstat/internal/iostreams"
+	"github.com/memstat/memstat/internal/rowpipe"
 	"github.com/memstat/memstat/pkg/analysis"
 	"github.com/memstat/memstat/pkg/report"
 	"github.com/memstat/memstat/pkg/snapshot"
@@ -207,6 +207,29 @@ func runTrace(opts *Options) error {
 	return out.Flush()
 }
 
+// printWalk runs the walk of w with the printer p writing to out on a
+// second goroutine (rowpipe.Run): the walk and the printing each take
+// about half of a listing's time. It returns the walk's summary, or the
+// first error: the printer's (a closed pipe) before the walk's, since the
+// rows it failed on come first.
+func printWalk(w *analysis.TraceWalk, fr *analysis.Frames, q analysis.TraceQuery, p printer, out *flusher) (*analysis.TraceSummary, error) {
+	var sum *analysis.TraceSummary
+	err := rowpipe.Run(func(add func(*analysis.TraceEvent) error) error {
+		var err error
+		sum, err = w.Run(fr, q, add)
+		return err
+	}, func(ev *analysis.TraceEvent) error {
+		if err := p.event(ev); err != nil {
+			return err
+		}
+		return out.tick()
+	}, out.flushBuffered)
+	if err != nil {
+		return nil, err
+	}
+	return sum, nil
+}
+
 // noTrace says why a snapshot without a trace has none.
 const noTrace = "no trace: the snapshot records no allocator events (memory history was not recorded with torch.cuda.memory._record_memory_history(), or the file is from PyTorch 1.13, whose snapshots have none); memstat segments shows its state"
 
@@ -219,9 +242,9 @@ type printer interface {
 }
 
 // flusher buffers the listing and flushes it when the first screen is
-// out (firstScreen bytes) and then when the printer's clock ticks (every
-// flushEvery), so that a pager shows lines at once and a file gets few
-// large writes.
+// out (firstScreen bytes) and then when the printer's clock ticks
+// (rowpipe.TickEvery), so that a pager shows lines at once and a file
+// gets few large writes.
 type flusher struct {
 	*bufio.Writer
 	first bool
@@ -229,10 +252,7 @@ type flusher struct {
 	err error
 }
 
-const (
-	firstScreen = 8 << 10
-	flushEvery  = 100 * time.Millisecond
-)
+const firstScreen = 8 << 10
 
 func newFlusher(w io.Writer) *flusher {
 	bw, ok := w.(*bufio.Writer) // memstat's stdout is one already
