@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/memstat/memstat/internal/rowpipe"
 	"github.com/memstat/memstat/pkg/allocator"
 	"github.com/memstat/memstat/pkg/analysis"
 	"github.com/memstat/memstat/pkg/replay"
@@ -107,7 +108,9 @@ func wantDevice(o Options, d int) bool { return o.Device < 0 || o.Device == d }
 
 // writeEvents replays each device's trace (follow mode) to place every
 // event in its segment: the segment (cudaMalloc'd range, or expandable
-// segment's reservation) holding the address right after the event.
+// segment's reservation) holding the address right after the event. The
+// replay and the writing of the rows run on two goroutines (rowpipe):
+// the replay hands each event's figures over, the writer formats them.
 func writeEvents(w io.Writer, s *snapshot.Snapshot, o Options) (int, error) {
 	rw := newRowWriter(w, o.Format, EventColumns)
 	top := newTopFrame(s)
@@ -115,44 +118,74 @@ func writeEvents(w io.Writer, s *snapshot.Snapshot, o Options) (int, error) {
 		if !wantDevice(o, d) || s.Trace(d).Len() == 0 {
 			continue
 		}
-		r, err := replay.New(s, replay.Options{Device: d, OnEvent: func(i int, e snapshot.TraceEntry, a *allocator.Allocator) {
-			seg, off, addr, free := Null, Null, U(e.Addr), Null
-			switch e.Action {
-			case snapshot.ActionOOM:
-				addr, free = Null, I(e.DeviceFree())
-			case snapshot.ActionSnapshot, snapshot.ActionUserDefined, snapshot.ActionAnnotate, snapshot.ActionUnknown:
-			default:
-				if b, ok := a.BlockAt(e.Addr); ok {
-					seg, off = U(b.RegionAddress), I(int64(e.Addr-b.RegionAddress))
-				} else if e.Action == snapshot.ActionSegmentFree || e.Action == snapshot.ActionSegmentUnmap {
-					// Released by the event itself.
-					seg, off = U(e.Addr), I(0)
+		err := rowpipe.Run(func(add func(*eventRow) error) error {
+			var row eventRow
+			var stopped error
+			r, err := replay.New(s, replay.Options{Device: d, OnEvent: func(i int, e snapshot.TraceEntry, a *allocator.Allocator) {
+				if stopped != nil {
+					return
+				}
+				row = eventRow{index: i, timeUS: e.TimeUS, action: e.Action, addr: e.Addr, size: e.Size,
+					stream: s.Stream(&e), stack: e.Stack}
+				switch e.Action {
+				case snapshot.ActionOOM:
+					row.free = e.DeviceFree()
+				case snapshot.ActionSnapshot, snapshot.ActionUserDefined, snapshot.ActionAnnotate, snapshot.ActionUnknown:
+				default:
+					if b, ok := a.BlockAt(e.Addr); ok {
+						row.seg, row.off, row.located = b.RegionAddress, int64(e.Addr-b.RegionAddress), true
+					} else if e.Action == snapshot.ActionSegmentFree || e.Action == snapshot.ActionSegmentUnmap {
+						// Released by the event itself.
+						row.seg, row.off, row.located = e.Addr, 0, true
+					}
+				}
+				stopped = add(&row)
+			}})
+			if err != nil {
+				return fmt.Errorf("device %d: %w", d, err)
+			}
+			for stopped == nil {
+				if err := r.Step(); err != nil {
+					if errors.Is(err, io.EOF) {
+						break
+					}
+					return fmt.Errorf("device %d: %w", d, err)
 				}
 			}
-			tf := top.cells(e.Stack)
+			return stopped
+		}, func(row *eventRow) error {
+			seg, off, addr, free := Null, Null, U(row.addr), Null
+			if row.action == snapshot.ActionOOM {
+				addr, free = Null, I(row.free)
+			}
+			if row.located {
+				seg, off = U(row.seg), I(row.off)
+			}
+			tf := top.cells(row.stack)
 			t := Null
-			if e.TimeUS != 0 {
-				t = I(e.TimeUS)
+			if row.timeUS != 0 {
+				t = I(row.timeUS)
 			}
-			rw.row(I(int64(d)), I(int64(i)), t, S(e.Action.String()), addr, I(e.Size), I(s.Stream(&e)),
+			rw.row(I(int64(d)), I(int64(row.index)), t, S(row.action.String()), addr, I(row.size), I(row.stream),
 				seg, off, free, tf[0], tf[1], tf[2], tf[3])
-		}})
+			return rw.err
+		}, nil)
 		if err != nil {
-			return rw.rows, fmt.Errorf("device %d: %w", d, err)
-		}
-		for {
-			if err := r.Step(); err != nil {
-				if errors.Is(err, io.EOF) {
-					break
-				}
-				return rw.rows, fmt.Errorf("device %d: %w", d, err)
-			}
-			if rw.err != nil {
-				return rw.rows, rw.err
-			}
+			return rw.rows, err
 		}
 	}
 	return rw.rows, rw.close()
+}
+
+// eventRow is what the replay hands the writer for an event row.
+type eventRow struct {
+	index                     int
+	timeUS, size, stream, off int64
+	free                      int64
+	addr, seg                 uint64
+	stack                     snapshot.StackID
+	action                    snapshot.Action
+	located                   bool
 }
 
 func writeBlocks(w io.Writer, s *snapshot.Snapshot, o Options) (int, error) {
