@@ -22,6 +22,11 @@ import (
 // publications of its progress.
 const liveBatch = 512
 
+// liveLead is how far ahead of a waiting what-if replay the follow replay
+// gets before it wakes it: a what-if replay faster than the follow replay
+// then sleeps once per liveLead entries, not once per batch.
+const liveLead = 16 * liveBatch
+
 // liveShare is what a follow replay publishes to the what-if replays that
 // run beside it.
 type liveShare struct {
@@ -33,6 +38,10 @@ type liveShare struct {
 	pos     int
 	stopped bool
 	log     []liveNote
+	// waiting: a what-if replay sleeps until pos reaches wake (the
+	// smallest of the waiting replays' wishes) or the follow replay stops.
+	waiting bool
+	wake    int
 }
 
 // liveNote is one finding of the follow replay that what-if replays read.
@@ -120,8 +129,14 @@ func (r *Replay) publish(end bool) {
 	l.log = append(l.log, r.livePending...)
 	l.pos = r.pos
 	l.stopped = l.stopped || end || r.pos >= r.tw.n
+	wake := l.waiting && (l.pos >= l.wake || l.stopped)
+	if wake {
+		l.waiting = false
+	}
 	l.mu.Unlock()
-	l.more.Broadcast()
+	if wake {
+		l.more.Broadcast()
+	}
 	r.livePending = r.livePending[:0]
 	r.livePublished = r.pos
 }
@@ -133,6 +148,13 @@ func (r *Replay) awaitFollow() error {
 	l := r.live
 	l.mu.Lock()
 	for l.pos <= r.pos && !l.stopped {
+		// Woken once the follow replay is well ahead (or done), not as
+		// soon as it has passed this entry.
+		target := min(r.pos+liveLead, r.tw.n)
+		if !l.waiting || target < l.wake {
+			l.wake = target
+		}
+		l.waiting = true
 		l.more.Wait()
 	}
 	// The follow replay only appends: the notes up to here stay as they
