@@ -127,7 +127,7 @@ func (d *Decoder) SetBudget(check func(held int64) error) {
 // Values.Footprint), its stack, memo, input buffer and list cache.
 func (d *Decoder) Footprint() int64 {
 	n := d.vs.Footprint() + int64(cap(d.stack))*16 + int64(cap(d.marks))*8 +
-		int64(len(d.memo.pages))*memoPage*8 + int64(cap(d.memo.pages))*24 + int64(cap(d.memo.spill))*16
+		int64(len(d.memo.pages))*memoPage*4 + int64(cap(d.memo.pages))*24 + int64(cap(d.memo.spill))*16
 	if d.r != nil {
 		n += int64(cap(d.buf)) // a bytes decoder's input is the caller's
 	}
@@ -154,11 +154,13 @@ const maxCachedLists = 1 << 16
 
 // memo is the pickle memo in pages of memoPage words, so that a memo of
 // millions of entries grows without copying. A word is 0 for an index
-// never stored, else a packed Value (see pack); values that do not fit a
-// word (ints past 52 bits, which no known pickler memoizes) spill to a
-// side table.
+// never stored, else a packed Value (see pack): 4 bytes, where CPython
+// memoizes every dict, list and string of a snapshot (a million trace
+// entries, a million words). Values that do not fit a word (ints and
+// floats past 27 bits, which no known pickler memoizes) spill to a side
+// table of at most memoSpillMax.
 type memo struct {
-	pages [][]uint64
+	pages [][]uint32
 	len   int // one past the highest index stored
 	// stored counts the entries stored, gaps left by BINPUT not included:
 	// MEMOIZE stores at that index, as CPython does (the length of its memo
@@ -170,34 +172,69 @@ type memo struct {
 const (
 	memoPageBits = 12
 	memoPage     = 1 << memoPageBits
-	payloadBits  = 52
-	spillKind    = 15
+	// A word with recordBit set is a record: its tag in the 3 bits above
+	// recordBits, its payload below. Any other value is its kind plus one
+	// above payloadBits and its payload below; kind spillKind is an index
+	// into spill.
+	recordBit   = 1 << 31
+	recordBits  = 28
+	payloadBits = 27
+	spillKind   = 15
 )
 
-func (m *memo) word(i int) uint64 { return m.pages[i>>memoPageBits][i&(memoPage-1)] }
+// memoSpillMax bounds the memo's side table (its index is a word's
+// payload); tests lower it.
+var memoSpillMax = 1 << payloadBits
+
+func (m *memo) word(i int) uint32 { return m.pages[i>>memoPageBits][i&(memoPage-1)] }
 
 func (m *memo) get(i uint64) (Value, bool) {
 	if i >= uint64(m.len) {
 		return None, false
 	}
 	w := m.word(int(i))
-	switch k := w >> 60; k {
-	case 0:
+	switch k := w >> payloadBits; {
+	case w&recordBit != 0:
+		return Value{Kind: KindRecord, Tag: uint8(w >> recordBits & 7), N: uint64(w & (1<<recordBits - 1))}, true
+	case k == 0:
 		return None, false
-	case spillKind:
-		return m.spill[w&(1<<60-1)], true
+	case k == spillKind:
+		return m.spill[w&(1<<payloadBits-1)], true
 	default:
-		return Value{Kind: Kind(k - 1), Tag: uint8(w >> payloadBits), N: w & (1<<payloadBits - 1)}, true
+		return Value{Kind: Kind(k - 1), N: uint64(w & (1<<payloadBits - 1))}, true
 	}
 }
 
-// set stores v at i < m.len.
-func (m *memo) set(i int, v Value) {
-	var w uint64
-	if v.N < 1<<payloadBits {
-		w = uint64(v.Kind+1)<<60 | uint64(v.Tag)<<payloadBits | v.N
-	} else {
-		w = spillKind<<60 | uint64(len(m.spill))
+// pack returns v as a word; false if it does not fit one.
+func pack(v Value) (uint32, bool) {
+	if v.Kind == KindRecord {
+		if v.Tag < 8 && v.N < 1<<recordBits {
+			return recordBit | uint32(v.Tag)<<recordBits | uint32(v.N), true
+		}
+		return 0, false
+	}
+	if v.Tag == 0 && v.N < 1<<payloadBits && v.Kind+1 < spillKind {
+		return uint32(v.Kind+1)<<payloadBits | uint32(v.N), true
+	}
+	return 0, false
+}
+
+// storable reports whether set can store v: it fits a word, or the side
+// table has room.
+func (m *memo) storable(v Value) bool {
+	_, ok := pack(v)
+	return ok || len(m.spill) < memoSpillMax
+}
+
+// set stores v at i < m.len; it returns false, storing nothing, when v
+// is not storable.
+func (m *memo) set(i int, v Value) bool {
+	w, ok := pack(v)
+	if !ok {
+		if len(m.spill) >= memoSpillMax {
+			return false
+		}
+		w = spillKind<<payloadBits | uint32(len(m.spill))
 		m.spill = append(m.spill, v)
 	}
 	p := &m.pages[i>>memoPageBits][i&(memoPage-1)]
@@ -205,12 +242,13 @@ func (m *memo) set(i int, v Value) {
 		m.stored++
 	}
 	*p = w
+	return true
 }
 
 // grow makes index i storable.
 func (m *memo) grow(i int) {
 	for len(m.pages)<<memoPageBits <= i {
-		m.pages = append(m.pages, make([]uint64, memoPage))
+		m.pages = append(m.pages, make([]uint32, memoPage))
 	}
 	m.len = max(m.len, i+1)
 }
@@ -452,8 +490,10 @@ func (d *Decoder) freeze(v Value) (Value, error) {
 			// The memo slot that holds the container holds its record
 			// from now on, so that the container can be recycled.
 			if m := c.memo; m != 0 && c.flags&fMultiMemo == 0 {
-				if x, _ := d.memo.get(uint64(m - 1)); x == v {
-					d.memo.set(int(m-1), rec)
+				if x, _ := d.memo.get(uint64(m - 1)); x == v && !d.memo.set(int(m-1), rec) {
+					// The memo keeps the container (which resolves to
+					// the record): it must not be recycled.
+					c.flags |= fMultiMemo
 				}
 			}
 			r = rec
@@ -557,7 +597,9 @@ func (d *Decoder) memoPut(i uint64, v Value) error {
 			c.flags |= fMultiMemo
 		}
 	}
-	d.memo.set(int(i), v)
+	if !d.memo.set(int(i), v) {
+		return d.errf("the memo holds more than %d values that are not records, strings or containers (large ints, floats), past the limit", memoSpillMax)
+	}
 	return nil
 }
 
@@ -616,7 +658,7 @@ scan:
 		return 1
 	}
 	key := buf[refs:refsEnd]
-	if rec, ok := d.lists[string(key)]; ok {
+	if rec, ok := d.lists[string(key)]; ok && (!memoize || d.memo.storable(rec)) {
 		d.push(rec)
 		if memoize {
 			_ = d.memoPut(uint64(d.memo.stored), rec)
@@ -758,9 +800,11 @@ func (d *Decoder) fast(buf []byte) int {
 		if len(d.stack) == 0 || len(d.marks) > 0 && d.marks[len(d.marks)-1] == len(d.stack) {
 			return 0
 		}
-		// The index is the count of entries, never past the end: no
-		// error is possible.
-		_ = d.memoPut(uint64(d.memo.stored), d.stack[len(d.stack)-1])
+		// The index is the count of entries, never past the end: the
+		// only error is a full side table, which step reports again.
+		if d.memoPut(uint64(d.memo.stored), d.stack[len(d.stack)-1]) != nil {
+			return 0
+		}
 		return 1
 	case opBinInt1:
 		d.stack = append(d.stack, Int(int64(buf[1])))
