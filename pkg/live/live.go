@@ -8,6 +8,7 @@ package live
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -121,44 +122,68 @@ func At(s *snapshot.Snapshot, device int, m Moment) (*State, error) {
 	a := r.Allocator()
 	stats := a.Stats()
 	st.Allocated = stats.AllocatedBytes[allocator.PoolAll].Current
-	unknown := freedFirst(trace)
+	n := 0
 	a.Blocks(func(b allocator.BlockInfo) bool {
 		if b.State == snapshot.ActiveAllocated {
-			if next, ok := unknown[b.Address]; ok && next > st.Index {
-				// Allocated before the trace and freed in it: the replay's
-				// starting state knows the block only from its free entry,
-				// whose stack is where it was freed, not allocated.
-				b.Stack = snapshot.NoStack
-			}
+			n++
+		}
+		return true
+	})
+	st.Blocks = make([]allocator.BlockInfo, 0, n)
+	a.Blocks(func(b allocator.BlockInfo) bool {
+		if b.State == snapshot.ActiveAllocated {
 			st.Blocks = append(st.Blocks, b)
 		}
 		return true
 	})
+	// The simulator is let go before the trace is scanned for the blocks'
+	// addresses: the two are not held at once.
+	r, a = nil, nil
+	unknown := freedFirst(trace, st.Blocks)
+	for i := range st.Blocks {
+		if next, ok := unknown[st.Blocks[i].Address]; ok && next > st.Index {
+			// Allocated before the trace and freed in it: the replay's
+			// starting state knows the block only from its free entry,
+			// whose stack is where it was freed, not allocated.
+			st.Blocks[i].Stack = snapshot.NoStack
+		}
+	}
 	return st, nil
 }
 
-// freedFirst finds the blocks allocated before the trace began and freed
-// in it: the addresses whose first trace event is a free, each with the
-// index of the first alloc entry at that address after it (MaxInt when
-// none), after which a live block there is a new allocation.
-func freedFirst(trace *snapshot.Trace) map[uint64]int {
-	seen := map[uint64]bool{}
-	out := map[uint64]int{}
+// freedFirst finds, among the blocks' addresses, those of blocks allocated
+// before the trace began and freed in it: the addresses whose first trace
+// event is a free, each with the index of the first alloc entry at that
+// address after it (MaxInt when none), after which a live block there is
+// a new allocation. Only the blocks' addresses are followed, not every
+// address of the trace.
+func freedFirst(trace *snapshot.Trace, blocks []allocator.BlockInfo) map[uint64]int {
+	const (
+		unseen     = math.MinInt     // no event at the address yet
+		allocFirst = math.MinInt + 1 // its first event is an alloc
+	)
+	m := make(map[uint64]int, len(blocks))
+	for _, b := range blocks {
+		m[b.Address] = unseen
+	}
 	for i, e := range trace.All() {
 		switch e.Action {
 		case snapshot.ActionAlloc:
-			if next, ok := out[e.Addr]; ok && next == math.MaxInt {
-				out[e.Addr] = i
+			switch v, ok := m[e.Addr]; {
+			case !ok:
+			case v == unseen:
+				m[e.Addr] = allocFirst
+			case v == math.MaxInt:
+				m[e.Addr] = i
 			}
-			seen[e.Addr] = true
 		case snapshot.ActionFreeRequested, snapshot.ActionFreeCompleted, snapshot.ActionFree:
-			if !seen[e.Addr] {
-				out[e.Addr] = math.MaxInt
+			if v, ok := m[e.Addr]; ok && v == unseen {
+				m[e.Addr] = math.MaxInt
 			}
-			seen[e.Addr] = true
 		}
 	}
-	return out
+	maps.DeleteFunc(m, func(_ uint64, v int) bool { return v == unseen || v == allocFirst })
+	return m
 }
 
 // StackGroup is the allocated blocks that share an allocation stack.
