@@ -224,7 +224,11 @@ func reportStates(rp *analysis.Replayed) []int {
 	}
 	idx := []int{rp.Result.PeakAllocated.Index}
 	ooms := false
-	for i, e := range rp.Trace().All() {
+	tr := rp.Trace()
+	for i, e := range tr.All() {
+		if tr.Count(snapshot.ActionOOM) == 0 {
+			break // no pass over the trace for nothing
+		}
 		if e.Action == snapshot.ActionOOM {
 			idx, ooms = append(idx, i), true
 		}
