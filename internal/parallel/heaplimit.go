@@ -48,7 +48,7 @@ type HeapLimit struct {
 	// each replay's state (Hold).
 	holdPerEntry, holdPerBlock int64
 	// alone: the limit of a replay alone (LimitHeapToFile), from the
-	// closer estimate (replayAloneNeed, aloneLoadShare, aloneMargin).
+	// closer estimate (replayAloneNeed, aloneLoadShare).
 	alone       bool
 	prev        int64
 	active      bool
@@ -75,6 +75,12 @@ const (
 	// after loading plus the replay's share, 498 MB on torch-1GB against
 	// a live peak of 478-487 MB): at a limit of 1.18x that peak the
 	// collector cost +8% user CPU, at 1.1x +34%, at 1.0x it doubled.
+	// The estimate of a replay alone (below) is 402 MB on torch-1GB
+	// against a live peak of 392 MB; the margin holds the runtime's own
+	// memory too (35 MiB there: span slack, free spans, metadata), so the
+	// heap's room is less. There, at 0.2 the collector marked 1.05-1.15x
+	// the bytes it marked at the old file-sized limit (peak RSS 0.50x
+	// the file), at 0.18 1.1-1.2x (0.49x), at 0.16 1.25x, at 0.12 1.6x.
 	needMargin = 0.2
 
 	// A replay alone (stats: LimitHeapToFile) is measured closer. On
@@ -97,13 +103,6 @@ const (
 	// torch-1GB loaded (live 0.31-0.35x the file), more than the replay's
 	// whole limit after it: the run's peak RSS.
 	aloneLoadShare = 0.44
-	// aloneMargin: the estimate is 402 MB on torch-1GB against a live peak
-	// of 392 MB. The margin holds the runtime's own memory too (35 MiB
-	// there: span slack, free spans, metadata), so the heap's room is
-	// less: the collector marked, over the run, 1.6x the bytes it marked
-	// at the old file-sized limit with a margin of 0.12, 1.25x at 0.16,
-	// 1.1x at 0.18 (peak RSS 0.49x the file), 1.0x at 0.2 (0.50x).
-	aloneMargin = 0.18
 )
 
 // replayAloneNeed is what replaying a snapshot of entries trace entries
@@ -210,9 +209,9 @@ func (h *HeapLimit) limitFor() int64 {
 	if h.fileFloor {
 		floor = max(floor, h.files)
 	}
-	share, margin := loadShare, needMargin
+	share := loadShare
 	if h.alone {
-		share, margin = aloneLoadShare, aloneMargin
+		share = aloneLoadShare
 	}
 	var loading int64
 	for _, n := range h.pending {
@@ -222,7 +221,7 @@ func (h *HeapLimit) limitFor() int64 {
 	if need == 0 {
 		return max(loading, floor)
 	}
-	return max(loading+need+int64(float64(need)*margin), floor)
+	return max(loading+need+int64(float64(need)*needMargin), floor)
 }
 
 func (h *HeapLimit) apply() { h.set(h.limitFor()) }
