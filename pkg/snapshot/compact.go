@@ -93,7 +93,7 @@ type builder struct {
 	// trace holds every trace entry in file order, compact; a device's
 	// trace is a view of it (see traces).
 	trace    TraceBuilder
-	blocks   []Block
+	blocks   blockStore
 	segments []pendingSegment
 	history  []historyEntry
 
@@ -483,18 +483,70 @@ func (b *builder) block() (pickle.Value, bool, error) {
 			}
 		}
 	}
-	if len(b.blocks) >= caps.blocks {
+	if b.blocks.n >= caps.blocks {
 		return pickle.None, false, fmt.Errorf("more than %d blocks, the limit (MaxBlocks)", caps.blocks)
 	}
-	if len(b.blocks) == cap(b.blocks) {
-		// Doubling: the array is copied about once over, where append's
-		// quarter steps on large arrays copied it four times.
-		b.blocks = slices.Grow(b.blocks, max(len(b.blocks), 256))
-		b.blockTaken = slices.Grow(b.blockTaken, cap(b.blocks)-len(b.blockTaken))
+	if len(b.blockTaken) == cap(b.blockTaken) {
+		b.blockTaken = slices.Grow(b.blockTaken, max(len(b.blockTaken), 256))
 	}
-	b.blocks = append(b.blocks, bl)
+	b.blocks.add(bl)
 	b.blockTaken = append(b.blockTaken, false)
-	return pickle.Record(tagBlock, uint64(len(b.blocks)-1)), true, nil
+	return pickle.Record(tagBlock, uint64(b.blocks.n-1)), true, nil
+}
+
+// blockChunk is how many blocks a chunk of blockStore holds (640 KiB).
+const blockChunk = 1 << 14
+
+// blockStore holds the blocks in file order, in chunks of blockChunk that
+// are never copied (the first grows to that size): an array grown by
+// doubling copied the blocks once over and held up to twice their bytes,
+// then was copied again, cut to size, before segments sliced it.
+type blockStore struct {
+	chunks [][]Block
+	n      int // blocks held
+	cap    int // blocks the chunks have room for
+}
+
+func (s *blockStore) add(bl Block) {
+	if s.n == len(s.chunks)*blockChunk {
+		c := blockChunk
+		if s.n == 0 {
+			c = 64
+		}
+		s.chunks = append(s.chunks, make([]Block, 0, c))
+		s.cap += c
+	}
+	last := &s.chunks[len(s.chunks)-1]
+	if len(*last) == cap(*last) {
+		// The first chunk, not full yet.
+		s.cap -= cap(*last)
+		*last = slices.Grow(*last, min(len(*last), blockChunk-len(*last)))
+		s.cap += cap(*last)
+	}
+	*last = append(*last, bl)
+	s.n++
+}
+
+// at returns block i.
+func (s *blockStore) at(i uint32) *Block {
+	return &s.chunks[i/blockChunk][i%blockChunk]
+}
+
+// run returns blocks first to first+n-1: a slice of their chunk (its
+// capacity cut to them), or a copy when they span two chunks.
+func (s *blockStore) run(first, n uint32) []Block {
+	if n == 0 {
+		return []Block{}
+	}
+	if c := first / blockChunk; c == (first+n-1)/blockChunk {
+		o := first % blockChunk
+		return s.chunks[c][o : o+n : o+n]
+	}
+	out := make([]Block, n)
+	for i := range out {
+		out[i] = *s.at(first + uint32(i))
+	}
+	return out
 }
 
 func (b *builder) segment() (pickle.Value, bool, error) {
@@ -617,7 +669,7 @@ func (b *builder) footprint() int64 {
 	// The trace counts what its chunks hold (an entry some 12 bytes, a
 	// chunk at most traceChunkMax ahead).
 	n := b.trace.Bytes() +
-		int64(cap(b.blocks))*int64(unsafe.Sizeof(Block{})) +
+		int64(b.blocks.cap)*int64(unsafe.Sizeof(Block{})) + int64(cap(b.blocks.chunks))*24 +
 		int64(cap(b.segments))*int64(unsafe.Sizeof(pendingSegment{})) +
 		int64(cap(b.history))*int64(unsafe.Sizeof(historyEntry{})) +
 		int64(cap(b.strs))*16 + int64(len(b.strIdx))*32 + int64(len(b.textIDs))*32 +
@@ -625,6 +677,6 @@ func (b *builder) footprint() int64 {
 		int64(len(b.contexts.list))*int64(unsafe.Sizeof(EntryContext{})*2) +
 		b.stacks.footprint()
 	// A segment's list of block indices: each block is taken once.
-	n += int64(cap(b.blocks)) * 4
+	n += int64(b.blocks.cap) * 4
 	return n
 }

@@ -8,12 +8,10 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"unicode/utf8"
-	"unsafe"
 
 	"github.com/memstat/memstat/pkg/pickle"
 )
@@ -407,13 +405,6 @@ func (b *builder) assemble(top pickle.Value) (*Snapshot, error) {
 	if n := min(vs.Len(segList), len(b.segments)); n > 0 {
 		s.Segments = make([]Segment, 0, n) // each segment is taken once
 	}
-	// The blocks array grew by doubling: up to half of it is room no
-	// block will take (12 MB of 67 on a snapshot of 1.72 M blocks), held
-	// by the segments' slices of it for as long as the snapshot lives.
-	// Segments slice it below, so it is cut to size first.
-	if slack := cap(b.blocks) - len(b.blocks); slack > len(b.blocks)/8 && slack*int(unsafe.Sizeof(Block{})) > 1<<20 {
-		b.blocks = slices.Clone(b.blocks)
-	}
 	for i, it := range vs.Items(segList) {
 		if it.Kind != pickle.KindRecord || it.Tag != tagSegment {
 			return nil, fmt.Errorf("%w: segments[%d] is not a segment dict (with \"blocks\")", ErrNotSnapshot, i)
@@ -428,7 +419,7 @@ func (b *builder) assemble(top pickle.Value) (*Snapshot, error) {
 	contexts := b.contexts // a copy: a pointer into b would keep the builder alive
 	s.Contexts = &contexts
 	s.Features = mergeFeatures(s.Features, b.features)
-	b.blocks, b.segments, b.history, b.trace = nil, nil, nil, TraceBuilder{}
+	b.blocks, b.segments, b.history, b.trace = blockStore{}, nil, nil, TraceBuilder{}
 	return s, nil
 }
 
@@ -477,7 +468,7 @@ func (b *builder) finishSegment(p *pendingSegment, warnings *[]string) Segment {
 	if p.run {
 		// The blocks decoded one after another and each is taken once:
 		// the segment's blocks are a slice of them, filled in place.
-		s.Blocks = b.blocks[p.first : p.first+p.n : p.first+p.n]
+		s.Blocks = b.blocks.run(p.first, p.n)
 	} else {
 		s.Blocks = make([]Block, len(p.blocks))
 	}
@@ -488,7 +479,7 @@ func (b *builder) finishSegment(p *pendingSegment, warnings *[]string) Segment {
 		if p.run {
 			bl = s.Blocks[i]
 		} else {
-			bl = b.blocks[p.blocks[i]]
+			bl = *b.blocks.at(p.blocks[i])
 		}
 		if bl.Address == addrUnknown {
 			bl.Address = addr
