@@ -54,7 +54,7 @@ func TestHeapLimitFollowsTheNeed(t *testing.T) {
 	withLive(h, 168_000_000)
 	h.Loaded(8_600_000, 1_720_000)
 	need := int64(168_000_000 + 1_720_000*aloneReplayPerBlock + 8_600_000*aloneReplayPerEntry)
-	want := need + int64(float64(need)*needMargin)
+	want := need + int64(float64(need)*aloneMargin)
 	if got := currentLimit(); got != want {
 		t.Errorf("limit for torch-1GB's replay: %d, want %d", got, want)
 	}
@@ -67,8 +67,8 @@ func TestHeapLimitFollowsTheNeed(t *testing.T) {
 	withLive(h, 400_000_000)
 	h.Loaded(1000, 5_000_000)
 	need = 400_000_000 + replayAloneNeed(1000, 5_000_000)
-	if got := currentLimit(); got != need+int64(float64(need)*needMargin) || got <= gb {
-		t.Errorf("limit for a block-heavy snapshot: %d, want %d", got, need+int64(float64(need)*needMargin))
+	if got := currentLimit(); got != need+int64(float64(need)*aloneMargin) || got <= gb {
+		t.Errorf("limit for a block-heavy snapshot: %d, want %d", got, need+int64(float64(need)*aloneMargin))
 	}
 	h.Release()
 	if got := currentLimit(); got != before {
@@ -83,8 +83,8 @@ func TestHeapLimitFollowsTheNeed(t *testing.T) {
 	h.Keep(8_600_000 * 8)
 	h.Loaded(8_600_000, 1_720_000)
 	need = int64(192_000_000 + 8_600_000*8 + replayAloneNeed(8_600_000, 1_720_000))
-	if got := currentLimit(); got != need+int64(float64(need)*needMargin) {
-		t.Errorf("limit with a sparkline kept: %d, want %d", got, need+int64(float64(need)*needMargin))
+	if got := currentLimit(); got != need+int64(float64(need)*aloneMargin) {
+		t.Errorf("limit with a sparkline kept: %d, want %d", got, need+int64(float64(need)*aloneMargin))
 	}
 	h.Release()
 
@@ -98,14 +98,14 @@ func TestHeapLimitFollowsTheNeed(t *testing.T) {
 	second := sparseFile(t, "second.pickle", 2*gb)
 	h.Add(second)
 	need = 100_000_000 + first
-	if got, want := currentLimit(), 2*gb*aloneLoadShare+need+int64(float64(need)*needMargin); got != int64(want) {
+	if got, want := currentLimit(), 2*gb*aloneLoadShare+need+int64(float64(need)*aloneMargin); got != int64(want) {
 		t.Errorf("limit while the second file loads: %d, want %d", got, int64(want))
 	}
 	withLive(h, 300_000_000)
 	h.AddLoaded(2_000_000, 200_000)
 	need = 300_000_000 + first + replayAloneNeed(2_000_000, 200_000)
-	if got := currentLimit(); got != need+int64(float64(need)*needMargin) {
-		t.Errorf("limit for both replays: %d, want %d", got, need+int64(float64(need)*needMargin))
+	if got := currentLimit(); got != need+int64(float64(need)*aloneMargin) {
+		t.Errorf("limit for both replays: %d, want %d", got, need+int64(float64(need)*aloneMargin))
 	}
 	h.Release()
 
