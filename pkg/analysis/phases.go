@@ -92,6 +92,49 @@ func (ps Phases) At(t int64) string {
 	return name
 }
 
+// PhaseCursor answers Phases.At for times that mostly come in order (a
+// trace's entries): it keeps the ranges started so far that may still be
+// open, so that each range is passed once over a walk instead of every
+// range up to t once an entry (2% of a trace listing's walk on a 30-step
+// run's thousands of ranges). A time earlier than the last starts over.
+type PhaseCursor struct {
+	ps Phases
+	// next is the first range that starts after last; open holds the
+	// indexes of those before it that had not ended at last, in order.
+	next int
+	open []int
+	last int64
+}
+
+// Cursor returns a cursor over ps at the start.
+func (ps Phases) Cursor() *PhaseCursor { return &PhaseCursor{ps: ps} }
+
+// At is ps.At(t).
+func (c *PhaseCursor) At(t int64) string {
+	if t == 0 {
+		return ""
+	}
+	if t < c.last {
+		c.next, c.open = 0, c.open[:0]
+	}
+	c.last = t
+	for c.next < len(c.ps) && c.ps[c.next].StartUS <= t {
+		c.open = append(c.open, c.next)
+		c.next++
+	}
+	// The innermost range open is the last started that has not ended; a
+	// range that ended before t has ended for every later time too, so it
+	// leaves for good.
+	for n := len(c.open); n > 0; n-- {
+		if p := &c.ps[c.open[n-1]]; p.contains(t) {
+			c.open = c.open[:n]
+			return p.Name
+		}
+	}
+	c.open = c.open[:0]
+	return ""
+}
+
 // Open calls fn with the index of every range open at time t.
 func (ps Phases) open(t int64, fn func(i int)) {
 	if t == 0 {

@@ -354,6 +354,7 @@ func (w *TraceWalk) Run(fr *Frames, q TraceQuery, emit func(*TraceEvent) error) 
 	s, r, first := w.snap, w.r, w.first
 	trace := r.Trace()
 	phases := PhasesOf(s, w.dev)
+	phaseAt := phases.Cursor()
 	var blocks liveTable
 	var nm names
 	locate := func(a *allocator.Allocator, addr uint64) (uint64, int64, bool) {
@@ -389,7 +390,7 @@ func (w *TraceWalk) Run(fr *Frames, q TraceQuery, emit func(*TraceEvent) error) 
 		}
 		ev = TraceEvent{
 			Index: i, TimeUS: e.TimeUS, Action: e.Action.String(), Addr: e.Addr, Size: e.Size, Stream: s.Stream(e),
-			Allocated: cur.alloc, Reserved: cur.res, Site: NoStackFrame, SiteStack: snapshot.NoStack, Phase: phases.At(e.TimeUS),
+			Allocated: cur.alloc, Reserved: cur.res, Site: NoStackFrame, SiteStack: snapshot.NoStack, Phase: phaseAt.At(e.TimeUS),
 		}
 		if e.TimeUS != 0 && first != 0 {
 			ev.Seconds = float64(e.TimeUS-first) / 1e6
