@@ -15,11 +15,18 @@ type traceLive struct {
 }
 
 // liveTable maps live blocks' addresses to their traceLive: open
-// addressing with linear probing, at most three quarters full, 40 bytes a
+// addressing with linear probing, at most three quarters full, 48 bytes a
 // slot (a Go map of the same takes about as much). A trace listing looks
 // up every alloc and free; with a Go map those lookups (two or three an
 // entry: get, then set or delete) were a third of the walk's own time,
 // where one probe here finds the slot to read, fill or empty.
+// TraceLivePerBlock is what a trace walk's live blocks hold (the
+// liveTable), per live block at the table's sparsest (48-byte slots, 3/8
+// full after it doubles): commands that walk a trace count it in their
+// heap limit's need, per block of the final segments, which stand for
+// the live blocks.
+const TraceLivePerBlock = 128
+
 type liveTable struct {
 	slots []liveSlot
 	n     int

@@ -98,6 +98,10 @@ func runExport(opts *Options) error {
 	if err := atomicfile.RefuseInput("-o", opts.Output, opts.File); err != nil {
 		return err
 	}
+	// The heap limit follows the need: events keep the replay's state
+	// and a row at a time (each stack's columns once); the other tables
+	// read the loaded snapshot only.
+	command.NeedHeap(command.HeapNeed{})
 	snap, err := command.LoadSnapshot(opts.IO.ErrOut, opts.File)
 	if err != nil {
 		return err

@@ -149,6 +149,9 @@ func parseAddr(s string) (uint64, error) {
 }
 
 func runTrace(opts *Options) error {
+	// The heap limit counts the walk's live blocks besides the replay
+	// (the batches the printer goroutine holds are a few hundred KB).
+	command.NeedHeap(command.HeapNeed{PerBlock: analysis.TraceLivePerBlock})
 	snap, err := command.LoadSnapshot(opts.IO.ErrOut, opts.File)
 	if err != nil {
 		return err
