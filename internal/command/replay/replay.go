@@ -128,6 +128,13 @@ type deviceReplay struct {
 }
 
 func runReplay(opts *Options) error {
+	// The heap limit counts what replay holds besides the follow
+	// replay's state: the what-if replay's simulator, live at the same
+	// time (parallel's 128 bytes a block, and 4 an entry for what its
+	// state gains while it runs), and the follow replay's rebuilt
+	// starting state, kept for it (KeepStart: a 32-byte snapshot.Block
+	// a block).
+	command.NeedHeap(command.HeapNeed{PerEntry: 4, PerBlock: 128 + command.StatePerBlock})
 	snap, err := command.LoadSnapshot(opts.IO.ErrOut, opts.File)
 	if err != nil {
 		return err
