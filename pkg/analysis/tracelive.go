@@ -12,20 +12,23 @@ type traceLive struct {
 	stack snapshot.StackID
 	named bool
 	ok    bool
+	// used marks a liveTable slot taken (in the struct's padding: a slot
+	// is 40 bytes, not 48).
+	used bool
 }
 
 // liveTable maps live blocks' addresses to their traceLive: open
-// addressing with linear probing, at most three quarters full, 48 bytes a
+// addressing with linear probing, at most three quarters full, 40 bytes a
 // slot (a Go map of the same takes about as much). A trace listing looks
 // up every alloc and free; with a Go map those lookups (two or three an
 // entry: get, then set or delete) were a third of the walk's own time,
 // where one probe here finds the slot to read, fill or empty.
 // TraceLivePerBlock is what a trace walk's live blocks hold (the
-// liveTable), per live block at the table's sparsest (48-byte slots, 3/8
-// full after it doubles): commands that walk a trace count it in their
+// liveTable), per live block at the table's sparsest (40-byte slots, 3/8
+// full after it doubles: 107 B): commands that walk a trace count it in their
 // heap limit's need, per block of the final segments, which stand for
 // the live blocks.
-const TraceLivePerBlock = 128
+const TraceLivePerBlock = 112
 
 type liveTable struct {
 	slots []liveSlot
@@ -36,7 +39,6 @@ type liveTable struct {
 type liveSlot struct {
 	addr uint64
 	v    traceLive
-	used bool
 }
 
 func (t *liveTable) home(addr uint64) int {
@@ -51,15 +53,16 @@ func (t *liveTable) find(addr uint64) (int, bool) {
 	}
 	mask := len(t.slots) - 1
 	for i := t.home(addr); ; i = (i + 1) & mask {
-		if s := &t.slots[i]; !s.used || s.addr == addr {
-			return i, s.used
+		if s := &t.slots[i]; !s.v.used || s.addr == addr {
+			return i, s.v.used
 		}
 	}
 }
 
 // put sets addr's entry to v, in slot i when find returned i for addr.
 func (t *liveTable) put(i int, addr uint64, v traceLive) {
-	if s := &t.slots[i]; s.used {
+	v.used = true
+	if s := &t.slots[i]; s.v.used {
 		s.v = v
 		return
 	}
@@ -67,7 +70,7 @@ func (t *liveTable) put(i int, addr uint64, v traceLive) {
 		t.resize(2 * len(t.slots))
 		i, _ = t.find(addr)
 	}
-	t.slots[i] = liveSlot{addr: addr, used: true, v: v}
+	t.slots[i] = liveSlot{addr: addr, v: v}
 	t.n++
 }
 
@@ -76,7 +79,7 @@ func (t *liveTable) put(i int, addr uint64, v traceLive) {
 // left.
 func (t *liveTable) remove(i int) {
 	mask := len(t.slots) - 1
-	for j := (i + 1) & mask; t.slots[j].used; j = (j + 1) & mask {
+	for j := (i + 1) & mask; t.slots[j].v.used; j = (j + 1) & mask {
 		k := t.home(t.slots[j].addr)
 		// The entry at j stays when its home lies cyclically in (i, j].
 		if i <= j && i < k && k <= j || i > j && (i < k || k <= j) {
@@ -98,7 +101,7 @@ func (t *liveTable) resize(n int) {
 	}
 	t.n = 0
 	for i := range old {
-		if old[i].used {
+		if old[i].v.used {
 			j, _ := t.find(old[i].addr)
 			t.slots[j] = old[i]
 			t.n++

@@ -57,6 +57,7 @@ func checkLiveTable(t *testing.T, few int) {
 		} else {
 			v := traceLive{name: int32(op), named: op%2 == 0, seg: a}
 			tb.put(i, a, v)
+			v.used = true // a taken slot says so
 			want[a] = v
 		}
 		if tb.n != len(want) {
