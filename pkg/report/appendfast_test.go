@@ -7,19 +7,6 @@ import (
 	"testing"
 )
 
-// appendSizeFloat is AppendSize's float path, what appendSizeExact
-// replaces below 2^53.
-func appendSizeFloat(b []byte, n int64) []byte {
-	f := float64(n) / 1024
-	for i, u := range printUnits {
-		if f < 1024 || i == len(printUnits)-1 {
-			return append(append(strconv.AppendFloat(b, f, 'f', 1, 64), ' '), u...)
-		}
-		f /= 1024
-	}
-	return b
-}
-
 func sizeByFloat(n int64) string { return string(appendSizeFloat(nil, n)) }
 
 // TestAppendSizeExact: the integer path prints what the float path does,

@@ -54,7 +54,14 @@ func AppendSize(b []byte, n int64) []byte {
 	if n < 1<<53 {
 		return appendSizeExact(b, n)
 	}
-	// strconv, not fmt: a trace listing formats two sizes a line.
+	return appendSizeFloat(b, n)
+}
+
+// appendSizeFloat is AppendSize for n >= 1024 through float64: the
+// definition appendSizeExact follows in integers below 2^53 (the tests
+// hold the two equal) and the path above it. strconv, not fmt: a trace
+// listing formats two sizes a line.
+func appendSizeFloat(b []byte, n int64) []byte {
 	f := float64(n) / 1024
 	for i, u := range printUnits {
 		if f < 1024 || i == len(printUnits)-1 {
