@@ -9,6 +9,7 @@ import (
 	"github.com/memstat/memstat/internal/parallel"
 	"github.com/memstat/memstat/pkg/allocator"
 	"github.com/memstat/memstat/pkg/replay"
+	"github.com/memstat/memstat/pkg/series"
 	"github.com/memstat/memstat/pkg/snapshot"
 )
 
@@ -31,8 +32,8 @@ type Replayed struct {
 	// alloc and resv instead; AllocatedAt and ReservedAt read either.
 	Allocated, Reserved           []int64
 	StartAllocated, StartReserved int64
-	alloc                         *unitSeries
-	resv                          *stepSeries
+	alloc                         *series.Bytes
+	resv                          *series.Steps
 	Phases                        Phases
 
 	// lastAlloc is the last alloc entry at each address; finalActive the
@@ -82,8 +83,8 @@ func ReplayObservedFor(s *snapshot.Snapshot, device int, want Want, start func(a
 	switch {
 	case want.NoFigures:
 	case want.CompactFigures:
-		al := newUnitSeries(trace.Len())
-		rp.alloc, rp.resv = &al, &stepSeries{}
+		al := series.NewBytesCap(trace.Len())
+		rp.alloc, rp.resv = &al, &series.Steps{}
 	default:
 		rp.Allocated, rp.Reserved = make([]int64, trace.Len()), make([]int64, trace.Len())
 	}
@@ -108,8 +109,8 @@ func ReplayObservedFor(s *snapshot.Snapshot, device int, want Want, start func(a
 		case rp.alloc != nil:
 			rp.padFigures(i)
 			al, re := a.AllocatedReserved()
-			rp.alloc.add(al.Current)
-			rp.resv.add(re.Current)
+			rp.alloc.Add(al.Current)
+			rp.resv.Add(re.Current)
 		}
 		if each != nil {
 			each(i, e, a)
@@ -143,7 +144,7 @@ func ReplayObservedFor(s *snapshot.Snapshot, device int, want Want, start func(a
 	rp.Result = r.Result()
 	if rp.alloc != nil {
 		rp.padFigures(trace.Len())
-		rp.resv.clip()
+		rp.resv.Clip()
 	}
 	// What the analyses need of the whole trace is gathered once the
 	// replay's allocator is gone (its memory and these maps are not held
@@ -179,10 +180,10 @@ func (rp *Replayed) FirstTimeUS() int64 {
 // the first entry).
 func (rp *Replayed) AllocatedAt(i int) int64 {
 	if rp.alloc != nil {
-		if i < 0 || i >= rp.alloc.len() {
+		if i < 0 || i >= rp.alloc.Len() {
 			return rp.StartAllocated
 		}
-		return rp.alloc.at(i)
+		return rp.alloc.At(i)
 	}
 	if i < 0 || i >= len(rp.Allocated) {
 		return rp.StartAllocated
@@ -193,10 +194,10 @@ func (rp *Replayed) AllocatedAt(i int) int64 {
 // ReservedAt: see AllocatedAt.
 func (rp *Replayed) ReservedAt(i int) int64 {
 	if rp.resv != nil {
-		if i < 0 || i >= rp.resv.len() {
+		if i < 0 || i >= rp.resv.Len() {
 			return rp.StartReserved
 		}
-		return rp.resv.at(i)
+		return rp.resv.At(i)
 	}
 	if i < 0 || i >= len(rp.Reserved) {
 		return rp.StartReserved
@@ -207,9 +208,9 @@ func (rp *Replayed) ReservedAt(i int) int64 {
 // padFigures gives the compact figures a zero for each entry before i the
 // replay passed over, as the arrays' zero values do.
 func (rp *Replayed) padFigures(i int) {
-	for rp.alloc.len() < i {
-		rp.alloc.add(0)
-		rp.resv.add(0)
+	for rp.alloc.Len() < i {
+		rp.alloc.Add(0)
+		rp.resv.Add(0)
 	}
 }
 

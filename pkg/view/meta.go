@@ -150,7 +150,7 @@ func (m *Model) Events(from, n int) []Event {
 	for i := from; i < to; i++ {
 		e := trace.At(i)
 		ev := Event{Index: i, Action: e.Action.String(), Address: e.Addr, Size: e.Size, Stream: rp.Snap.Stream(&e),
-			Allocation: -1, Allocated: m.alloc.at(i), Reserved: m.resv.at(i)}
+			Allocation: -1, Allocated: m.alloc.At(i), Reserved: m.resv.At(i)}
 		if e.TimeUS != 0 && first != 0 {
 			ev.Seconds = float64(e.TimeUS-first) / 1e6
 		}

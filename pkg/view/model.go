@@ -20,6 +20,7 @@ import (
 
 	"github.com/memstat/memstat/pkg/allocator"
 	"github.com/memstat/memstat/pkg/analysis"
+	"github.com/memstat/memstat/pkg/series"
 	"github.com/memstat/memstat/pkg/snapshot"
 )
 
@@ -67,8 +68,8 @@ type Model struct {
 	// alloc and resv are allocated and reserved memory after each entry
 	// (the replay's Allocated and Reserved, compact; see Trim): resv as
 	// its changes, which only segment events make.
-	alloc figures
-	resv  steps
+	alloc series.Bytes
+	resv  series.Steps
 	// trace is the device's trace once Compact has let go of the
 	// snapshot (nil before: the Replayed's is read). It is the
 	// snapshot's own compact trace, shared, not a second encoding.
@@ -156,7 +157,7 @@ func BuildObserved(s *snapshot.Snapshot, device int, fr *analysis.Frames, want a
 		m.Size = make([]int64, 0, allocs)
 		m.Pool = make([]uint16, 0, allocs)
 		if ownFigures {
-			m.alloc = newFiguresCap(trace.Len())
+			m.alloc = series.NewBytesCap(trace.Len())
 		}
 		a.Blocks(func(b allocator.BlockInfo) bool {
 			if b.State == snapshot.ActiveAllocated {
@@ -173,8 +174,8 @@ func BuildObserved(s *snapshot.Snapshot, device int, fr *analysis.Frames, want a
 		if ownFigures {
 			m.padFigures(i) // as the Replayed's zeros, were an entry passed over
 			al, re := a.AllocatedReserved()
-			m.alloc.add(al.Current)
-			m.resv.add(re.Current)
+			m.alloc.Add(al.Current)
+			m.resv.Add(re.Current)
 		}
 		if r, _ := a.PrivatePoolStats(); r.Current != 0 || m.PrivateReserved != nil {
 			if m.PrivateReserved == nil {
@@ -203,9 +204,9 @@ func BuildObserved(s *snapshot.Snapshot, device int, fr *analysis.Frames, want a
 	m.Replayed = rp
 	if ownFigures {
 		m.padFigures(trace.Len())
-		m.resv.clip()
+		m.resv.Clip()
 	} else {
-		m.alloc, m.resv = newFigures(rp.Allocated), newSteps(rp.Reserved)
+		m.alloc, m.resv = series.NewBytes(rp.Allocated), series.NewSteps(rp.Reserved)
 	}
 	// The segment events an allocator call records before its alloc (or
 	// free) see the state after the call, so the interval starts (or
@@ -226,12 +227,12 @@ func BuildObserved(s *snapshot.Snapshot, device int, fr *analysis.Frames, want a
 		if st < 0 {
 			continue
 		}
-		for st > 0 && isSeg(st-1) && m.alloc.at(int(st-1)) == m.alloc.at(int(st)) {
+		for st > 0 && isSeg(st-1) && m.alloc.At(int(st-1)) == m.alloc.At(int(st)) {
 			st--
 		}
 		m.Start[k] = st
 		if e := m.End[k]; e > 0 {
-			for e > st && isSeg(e-1) && m.alloc.at(int(e-1)) == m.alloc.at(int(e)) {
+			for e > st && isSeg(e-1) && m.alloc.At(int(e-1)) == m.alloc.At(int(e)) {
 				e--
 			}
 			m.End[k] = e
@@ -327,7 +328,7 @@ func (m *Model) MomentAt(i int) analysis.Moment {
 	rp := m.Replayed
 	mo := analysis.Moment{Index: i, Allocated: rp.StartAllocated, Reserved: rp.StartReserved}
 	if i >= 0 && i < m.Entries() {
-		mo.Allocated, mo.Reserved = m.alloc.at(i), m.resv.at(i)
+		mo.Allocated, mo.Reserved = m.alloc.At(i), m.resv.At(i)
 		mo.TimeUS = m.compactTrace().At(i).TimeUS
 		if first := m.firstTimeUS(); mo.TimeUS != 0 && first != 0 {
 			mo.Seconds = float64(mo.TimeUS-first) / 1e6
@@ -339,16 +340,16 @@ func (m *Model) MomentAt(i int) analysis.Moment {
 
 // AllocatedAfter and ReservedAfter are allocated and reserved memory
 // after entry i.
-func (m *Model) AllocatedAfter(i int) int64 { return m.alloc.at(i) }
+func (m *Model) AllocatedAfter(i int) int64 { return m.alloc.At(i) }
 
 // ReservedAfter: see AllocatedAfter.
-func (m *Model) ReservedAfter(i int) int64 { return m.resv.at(i) }
+func (m *Model) ReservedAfter(i int) int64 { return m.resv.At(i) }
 
 // padFigures extends the figures with zeros up to n entries.
 func (m *Model) padFigures(n int) {
-	for m.alloc.len() < n {
-		m.alloc.add(0)
-		m.resv.add(0)
+	for m.alloc.Len() < n {
+		m.alloc.Add(0)
+		m.resv.Add(0)
 	}
 }
 
@@ -361,7 +362,7 @@ func isSegmentEvent(a snapshot.Action) bool {
 }
 
 // Entries is the length of the trace.
-func (m *Model) Entries() int { return m.alloc.len() }
+func (m *Model) Entries() int { return m.alloc.Len() }
 
 // LiveAt reports whether interval k is allocated after entry i.
 func (m *Model) LiveAt(k int, i int) bool {

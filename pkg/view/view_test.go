@@ -231,42 +231,6 @@ func TestStatesMatchSegments(t *testing.T) {
 	checkStates(t, m, []int{fx.PeakIndex, fx.PeakIndex + 1, fx.PeakIndex + 2, 0, n / 2, n - 1, 3})
 }
 
-func TestFigures(t *testing.T) {
-	for _, tc := range []struct {
-		name  string
-		v     []int64
-		units bool
-		shift uint8
-	}{
-		{"blocks", []int64{0, 512, 2 << 20, 20 << 20, 1 << 40}, true, 9},
-		{"odd sizes", []int64{0, 512, 700, 1 << 30}, true, 2},
-		{"a byte", []int64{1, 2, 3}, true, 0},
-		{"zeros", []int64{0, 0}, true, 9},
-		{"2 TiB", []int64{512, 1 << 41}, false, 0},
-		{"just under 2 TiB", []int64{512, 1<<41 - 512}, true, 9},
-		{"negative", []int64{512, -512}, false, 0},
-	} {
-		f := newFigures(tc.v)
-		if (f.units != nil) != tc.units || f.shift != tc.shift || f.len() != len(tc.v) {
-			t.Errorf("%s: units %v shift %d len %d, want units %v shift %d", tc.name, f.units != nil, f.shift, f.len(), tc.units, tc.shift)
-		}
-		// Appended one by one: 512-byte units until a value does not
-		// fit, int64s from then on.
-		g := newFiguresCap(1)
-		for _, x := range tc.v {
-			g.add(x)
-		}
-		if wantUnits := tc.units && tc.shift == maxShift; (g.units != nil) != wantUnits || g.len() != len(tc.v) {
-			t.Errorf("%s appended: units %v len %d, want units %v", tc.name, g.units != nil, g.len(), wantUnits)
-		}
-		for i, x := range tc.v {
-			if f.at(i) != x || g.at(i) != x {
-				t.Errorf("%s: entry %d reads %d (appended %d), want %d", tc.name, i, f.at(i), g.at(i), x)
-			}
-		}
-	}
-}
-
 // checkCompact: once the model lets go of the replay's figures (Trim) and
 // of the snapshot's trace (Compact), everything the server sends is what
 // it was: windows by allocation and by stack, states (through the cursor,
@@ -437,26 +401,6 @@ func TestPrivatePools(t *testing.T) {
 	}
 	if !private {
 		t.Errorf("grouping by pool shows no private pool: %+v", w.Bands)
-	}
-}
-
-// TestSteps: the reserved series kept as its changes reads back every
-// value, and the highest over any range, as the plain series does.
-func TestSteps(t *testing.T) {
-	v := []int64{0, 0, 2 << 20, 2 << 20, 2 << 20, 22 << 20, 20 << 20, 20 << 20, -1, 0, 0, 1 << 41}
-	s := newSteps(v)
-	if s.len() != len(v) || len(s.start) != 7 {
-		t.Fatalf("len %d with %d changes, want %d with 7", s.len(), len(s.start), len(v))
-	}
-	for i, x := range v {
-		if s.at(i) != x {
-			t.Errorf("entry %d reads %d, want %d", i, s.at(i), x)
-		}
-		for j := i; j < len(v); j++ {
-			if got, want := s.maxOver(i, j), slices.Max(v[i:j+1]); got != want {
-				t.Errorf("max over %d..%d: %d, want %d", i, j, got, want)
-			}
-		}
 	}
 }
 

@@ -278,10 +278,10 @@ func (m *Model) columns(w *Window, width int) {
 		hi := w.From + int(int64(c+1)*int64(n)/int64(width)) - 1
 		w.First[c] = lo
 		best, amin := columnOf(&m.alloc, lo, hi)
-		rmax := m.resv.maxOver(lo, hi)
+		rmax := m.resv.MaxOver(lo, hi)
 		w.Sample[c] = best
-		w.AllocMin[c], w.AllocMax[c] = amin, m.alloc.at(best)
-		w.Allocated[c], w.Reserved[c] = w.AllocMax[c], m.resv.at(best)
+		w.AllocMin[c], w.AllocMax[c] = amin, m.alloc.At(best)
+		w.Allocated[c], w.Reserved[c] = w.AllocMax[c], m.resv.At(best)
 		w.ReservedMax[c] = rmax
 		w.YMax = max(w.YMax, rmax, w.AllocMax[c])
 		if pr := m.PrivateReserved; pr != nil {
