@@ -91,6 +91,16 @@ type Options struct {
 	// KeepStart keeps the rebuilt starting state after it is seeded, for a
 	// follow replay whose Recording what-if replays start from.
 	KeepStart bool
+	// RuntimeSettings says the program called
+	// torch.cuda.memory._set_allocator_settings: expandable_segments may
+	// have been switched where the recording shows no new segment, so a
+	// follow replay (2.1+) treats every split decision that depends on it
+	// as unknown from the start (runtime.go), tries the other setting
+	// where a call diverges (an oom the recorded setting would have
+	// served included), and prints the figures built on block sizes as
+	// bounds. Without it the replay assumes no switch the segments do not
+	// show, and says so where that matters (Result.Assumptions).
+	RuntimeSettings bool
 	// Recording, for a WhatIf replay, is what a follow replay of the same
 	// device, release and total memory (no Config or Capacity of its own)
 	// found (Replay.Recording): the what-if replay starts from it instead
@@ -207,6 +217,18 @@ type Replay struct {
 	// starting state.
 	toggled   bool
 	preBlocks []allocator.BlockInfo
+	// splitsUnknown: Options.RuntimeSettings on a release with
+	// expandable segments; the split-dependent figures are bounds
+	// whatever the recording shows.
+	splitsUnknown bool
+	// switchShown: the recording itself shows the switch (toggled without
+	// the option, or a split only a switch explains).
+	switchShown bool
+	// watchSplits: without the option, the replay looks for a large-pool
+	// cache hit whose split decision depends on expandable_segments
+	// (noteSplitDependence); dependentSplit is the first one's entry.
+	watchSplits       bool
+	sawDependentSplit bool
 
 	// live is shared with what-if replays running beside this one
 	// (LiveRecording, live.go). A follow replay publishes to it: findings
@@ -726,7 +748,27 @@ func (r *Replay) initFollow(total int64) error {
 	if r.toggled, first = r.expandableToggled(); r.toggled && r.a.Config().ExpandableSegments != first {
 		setExpandable(r.a, first)
 	}
-	if r.toggled {
+	r.switchShown = r.toggled
+	if r.opts.RuntimeSettings && r.cfg.Version.HasExpandableSegments() {
+		// The user says the program switched settings at runtime: every
+		// split decision that depends on expandable_segments is unknown
+		// from the start. With private pools the replay does not follow
+		// the setting segment by segment (a pool's segments are
+		// cudaMalloc'd under expandable_segments before 2.4), but the
+		// bounds hold all the same.
+		r.splitsUnknown = true
+		if !r.pools.any && !r.toggled {
+			r.toggled = true
+			if r.a.Config().ExpandableSegments != first {
+				setExpandable(r.a, first)
+			}
+		}
+	} else if r.cfg.Version.HasExpandableSegments() && !r.toggled {
+		// Without the option: note whether the recording has a cache hit
+		// whose split decision depends on the setting (Assumptions).
+		r.watchSplits = true
+	}
+	if r.toggled || r.splitsUnknown {
 		r.a.Blocks(func(b allocator.BlockInfo) bool {
 			if b.State == snapshot.ActiveAllocated || b.State == snapshot.ActivePendingFree {
 				r.preBlocks = append(r.preBlocks, b)
@@ -918,8 +960,8 @@ func (r *Replay) Result() *Result {
 	if r.opts.Mode == Follow {
 		f := r.res.Fidelity
 		f.ForcedOperations = r.a.ForcedOperations() + r.forcedOOMs
-		if r.mayToggle() && r.finalSizesDiffer() {
-			r.toggled = true
+		if !r.switchShown && (r.mayToggle() || r.splitsUnknown && r.toggled) && r.finalSizesDiffer() {
+			r.toggled, r.switchShown = true, true
 		}
 		if r.toggled {
 			r.resizeToFinal()
@@ -943,8 +985,10 @@ func (r *Replay) Result() *Result {
 			r.res.Bounds = noTraceBounds(int64(r.a.NumSegments()), r.cfg.Version)
 		} else {
 			r.res.Bounds = traceBounds(r.trace, r.cfg.Version, r.res.Pools.Any())
-			if r.toggled {
+			if r.toggled || r.splitsUnknown {
 				maps.Copy(r.res.Bounds, r.runtimeBounds(r.preBlocks))
+			} else if r.sawDependentSplit {
+				r.res.Assumptions = append(r.res.Assumptions, assumeNoSwitch)
 			}
 		}
 		if r.settingsUnknown {
@@ -993,6 +1037,9 @@ func (r *Replay) finish(i, j int) {
 	}
 	if p := st.ReservedBytes[allocator.PoolAll].Peak + kept.ReservedBytes[allocator.PoolAll].Current; p > r.peakRes.Bytes {
 		r.peakRes = PeakAt{Bytes: p, Index: j, TimeUS: r.tw.at(j).TimeUS}
+	}
+	if r.watchSplits && !r.sawDependentSplit {
+		r.noteSplitDependence(i, j)
 	}
 	if r.opts.OnEvent != nil {
 		for k := i; k <= j; k++ {
@@ -1184,14 +1231,14 @@ func (r *Replay) followMalloc(i, j int) {
 	e := r.tw.at(j)
 	isAlloc := e.Action == snapshot.ActionAlloc
 	shown := r.toggled && r.followSetting(i, j)
-	if isAlloc && !r.a.Allocated(e.Addr) && (r.toggled || r.mayToggle()) && r.splitInside(e.Addr) && !r.toggled {
+	if isAlloc && !r.a.Allocated(e.Addr) && (r.toggled || r.mayToggle()) && r.splitInside(e.Addr) {
 		// A recorded allocation inside a live block: the real allocator
 		// split a block the replay, under the setting the segments show,
 		// handed out whole. Only expandable_segments switched on and
 		// off again between two new segments does that (should_split:
 		// a remainder of 512 B to 1 MiB), so this is the switch's
 		// evidence, met mid-trace.
-		r.toggled = true
+		r.toggled, r.switchShown = true, true
 	}
 	// The common cases are predicted without trying the call on a copy.
 	if isAlloc {

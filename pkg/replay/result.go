@@ -30,6 +30,11 @@ type Result struct {
 	// in MemoryStats. Each bound contains the true value.
 	Bounds map[string]Bound `json:"-"`
 
+	// Assumptions are what the exact figures assume about the run that
+	// the recording does not show (follow mode): each a sentence, with
+	// the option that drops it.
+	Assumptions []string `json:"-"`
+
 	History History `json:"history"`
 	// Agreement compares the replayed final state with the snapshot's
 	// segments (follow mode only).

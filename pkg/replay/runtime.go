@@ -27,14 +27,62 @@ import (
 // inside a block the replay handed out whole: splitInside, met mid-trace)
 // or is still live at the end (finalSizesDiffer). Otherwise the remainder
 // (512 B to 1 MiB, too small for any large request) merges back when the
-// block is freed, and the trace is the one an unswitched run writes. The
-// replay assumes no such switch rather than bound every recording: on the
+// block is freed, and the trace is the one an unswitched run writes; an
+// oom the recorded setting would have served is no evidence either (an
+// unrecorded memory fraction writes the same entry). Bounding every
+// recording for such a switch would cost users who never switch: on the
 // published traces 646 of 28,436 allocations have a split decision that
 // depends on the setting, in 8 of 16 traces (TestSwitchCostOnRealTraces),
-// each of which would lose its exact allocated and active peaks. The
-// README's fidelity section says so; the harness counts such runs as
-// "unseen". An oom the recorded setting would have served is not taken as
-// evidence: an unrecorded memory fraction writes the same entry.
+// each of which would lose its exact allocated and active peaks. So the
+// user says it (Options.RuntimeSettings, --runtime-settings): with it
+// the replay treats every such decision as unknown from the start and the
+// figures built on block sizes are bounds (reasonRuntimeOption). Without
+// it the replay assumes no switch the recording does not show, and where
+// that matters (a large-pool cache hit whose split decision depends on
+// the setting: noteSplitDependence) says so (Result.Assumptions).
+
+// assumeNoSwitch is the assumption a replay without RuntimeSettings makes
+// where a split decision depends on expandable_segments.
+const assumeNoSwitch = "the allocated and active bytes' peaks and totals (and inactive_split) assume expandable_segments was not switched at runtime without a new segment showing it (a large-pool block served from the cache was split or not by that setting); --runtime-settings prints bounds that allow for a switch"
+
+// noteSplitDependence looks at the allocator call i..j: a large-pool
+// allocation served from the cache (no new segment) whose split decision
+// depends on expandable_segments (should_split, CUDACachingAllocator.cpp
+// 2.1 to 2.10: while the setting is on any remainder of 512 bytes or more
+// is split; while it is off only one above 1 MiB, and never for a request
+// of at least max_split_size) sets sawDependentSplit.
+func (r *Replay) noteSplitDependence(i, j int) {
+	e := r.tw.at(j)
+	if e.Action != snapshot.ActionAlloc {
+		return
+	}
+	cfg := r.a.Config()
+	rounded := cfg.RoundSize(e.Size)
+	if rounded <= allocator.SmallSize {
+		return
+	}
+	for _, p := range r.tw.span(i, j) {
+		if p.Action == snapshot.ActionSegmentAlloc || p.Action == snapshot.ActionSegmentMap {
+			return // new memory: the segment's kind shows the setting
+		}
+	}
+	b, ok := r.a.BlockAt(e.Addr)
+	if !ok || b.Address != e.Addr || b.Pool != snapshot.LargePool {
+		return
+	}
+	rem := b.Size - rounded
+	if rem == 0 {
+		// Split: the remainder is the free block after it.
+		n, ok := r.a.BlockAt(b.Address + uint64(b.Size))
+		if !ok || n.State != snapshot.Inactive || !n.Mapped || n.RegionAddress != b.RegionAddress {
+			return
+		}
+		rem = n.Size
+	}
+	if rem >= allocator.MinBlockSize && (rem <= allocator.SmallSize || uint64(rounded) >= cfg.MaxSplitSize) {
+		r.sawDependentSplit = true
+	}
+}
 
 // expandableToggled reports whether the recording shows expandable_segments
 // switched at runtime, and the setting its first new segment shows.
@@ -177,6 +225,10 @@ func (r *Replay) resizeToFinal() {
 
 const reasonRuntimeSplit = "expandable_segments was switched at runtime (the recording has both cudaMalloc'd and mapped segments, or a kind its final setting cannot make): a large-pool block served from the cache was split only if the setting was on at that moment, which the recording does not always show, so block sizes and the figures built on them are known within bounds"
 
+// reasonRuntimeOption: runtimeBounds under Options.RuntimeSettings where
+// the recording itself shows no switch.
+const reasonRuntimeOption = "the program changed allocator settings at runtime (--runtime-settings): expandable_segments may have been switched where no new segment shows it, and a large-pool block served from the cache was split only if the setting was on at that moment, so block sizes and the figures built on them are known within bounds"
+
 // sizeRange is what the recording says about one allocation's block size.
 type sizeRange struct {
 	addr    uint64
@@ -215,12 +267,33 @@ func (r *Replay) runtimeBounds(pre []allocator.BlockInfo) map[string]Bound {
 			starts = slices.Delete(starts, i, i+1)
 		}
 	}
+	reason := reasonRuntimeOption
+	if r.switchShown {
+		reason = reasonRuntimeSplit
+	}
+	// unsplitMax is the largest block a large request of rounded bytes
+	// served from the cache could have taken whole.
+	unsplitMax := func(rounded int64) int64 {
+		if uint64(rounded) >= cfg.MaxSplitSize {
+			return rounded + int64(cfg.MaxNonSplitRounding) - allocator.MinBlockSize
+		}
+		return rounded + allocator.SmallSize
+	}
 	for _, b := range pre {
 		if b.State != snapshot.ActiveAllocated && b.State != snapshot.ActivePendingFree {
 			continue
 		}
 		live[b.Address] = len(ranges)
-		ranges = append(ranges, sizeRange{addr: b.Address, lo: b.Size, hi: b.Size, large: b.Pool == snapshot.LargePool, pre: true, alloc: -1, freeReq: -1, freeEnd: -1})
+		sr := sizeRange{addr: b.Address, lo: b.Size, hi: b.Size, large: b.Pool == snapshot.LargePool, pre: true, alloc: -1, freeReq: -1, freeEnd: -1}
+		if sr.large && b.RequestedSize > 0 {
+			// The starting state's block sizes are the rebuild's, made
+			// under one setting: the block was its rounded request
+			// split off, or taken whole.
+			rounded := cfg.RoundSize(b.RequestedSize)
+			sr.lo = min(sr.lo, rounded)
+			sr.hi = max(sr.hi, unsplitMax(rounded))
+		}
+		ranges = append(ranges, sr)
 		if b.State == snapshot.ActivePendingFree {
 			ranges[len(ranges)-1].freeReq = -2 // freed before the window
 		}
@@ -247,16 +320,16 @@ func (r *Replay) runtimeBounds(pre []allocator.BlockInfo) map[string]Bound {
 				switch {
 				case mapped:
 					// On: any remainder of 512 bytes or more is split.
-				case seg != nil:
-					// Off, a whole cudaMalloc'd segment.
+				case seg != nil && !r.pools.any:
+					// Off, a whole cudaMalloc'd segment. (A private
+					// pool's segments are cudaMalloc'd under either
+					// setting before 2.4.)
 					if rem := seg.Size - rounded; uint64(rounded) >= cfg.MaxSplitSize || rem <= allocator.SmallSize {
 						sr.hi = seg.Size
 						sr.lo = seg.Size
 					}
-				case uint64(rounded) >= cfg.MaxSplitSize:
-					sr.hi = rounded + int64(cfg.MaxNonSplitRounding) - allocator.MinBlockSize
 				default:
-					sr.hi = rounded + allocator.SmallSize
+					sr.hi = unsplitMax(rounded)
 				}
 				// A live block this one lies inside ends here.
 				if k, _ := slices.BinarySearch(starts, e.Addr); k > 0 {
@@ -366,7 +439,7 @@ func (r *Replay) runtimeBounds(pre []allocator.BlockInfo) map[string]Bound {
 
 	out := map[string]Bound{}
 	bound := func(key string, lo, hi int64) {
-		out[key] = Bound{Min: lo, Max: &hi, Reason: reasonRuntimeSplit}
+		out[key] = Bound{Min: lo, Max: &hi, Reason: reason}
 	}
 	for p, pool := range []string{"all", "large_pool"} {
 		for _, f := range []struct {
@@ -388,11 +461,11 @@ func (r *Replay) runtimeBounds(pre []allocator.BlockInfo) map[string]Bound {
 		// least their final value. How many were made and merged over the
 		// run depends on every split.
 		reservedPeak := st.ReservedBytes[pi].Peak
-		out["inactive_split_bytes."+pool+".peak"] = Bound{Min: st.InactiveSplitBytes[pi].Current, Max: &reservedPeak, Reason: reasonRuntimeSplit}
-		out["inactive_split."+pool+".peak"] = Bound{Min: st.InactiveSplit[pi].Current, Reason: reasonRuntimeSplit}
+		out["inactive_split_bytes."+pool+".peak"] = Bound{Min: st.InactiveSplitBytes[pi].Current, Max: &reservedPeak, Reason: reason}
+		out["inactive_split."+pool+".peak"] = Bound{Min: st.InactiveSplit[pi].Current, Reason: reason}
 		for _, name := range []string{"inactive_split", "inactive_split_bytes"} {
-			out[name+"."+pool+".allocated"] = Bound{Reason: reasonRuntimeSplit}
-			out[name+"."+pool+".freed"] = Bound{Reason: reasonRuntimeSplit}
+			out[name+"."+pool+".allocated"] = Bound{Reason: reason}
+			out[name+"."+pool+".freed"] = Bound{Reason: reason}
 		}
 	}
 	return out
