@@ -319,11 +319,13 @@ func sameState(a, b *State) bool {
 	return a == b || a.capture != nil && a.capture == b.capture
 }
 
-// scan fills the Replayed's maps of the trace (lastAlloc, firstFree) in
-// one pass, and the captured states' AllocIndex as they stand after
-// their entries (the last alloc entry at each live block's address).
-func (c *capturer) scan() {
+// scan returns the last alloc entry at each address of the trace and
+// fills the Replayed's firstFree in one pass, and the captured states'
+// AllocIndex as they stand after their entries (the last alloc entry at
+// each live block's address).
+func (c *capturer) scan() (lastAlloc map[uint64]int) {
 	rp := c.rp
+	lastAlloc = map[uint64]int{}
 	slices.SortFunc(c.taken, func(x, y takenState) int { return x.after - y.after })
 	k := 0
 	fill := func(upTo int) {
@@ -334,7 +336,7 @@ func (c *capturer) scan() {
 					if !b.State.Active() {
 						continue
 					}
-					if i, ok := rp.lastAlloc[b.Address]; ok {
+					if i, ok := lastAlloc[b.Address]; ok {
 						st.AllocIndex[b.Address] = i
 					}
 				}
@@ -345,12 +347,12 @@ func (c *capturer) scan() {
 	for i, e := range c.trace.All() {
 		switch e.Action {
 		case snapshot.ActionAlloc:
-			rp.lastAlloc[e.Addr] = i
+			lastAlloc[e.Addr] = i
 		case snapshot.ActionFreeRequested, snapshot.ActionFreeCompleted, snapshot.ActionFree:
 			// The first event at an address is a free: the block was
 			// allocated before the trace. NoStack (the zero value) marks
 			// an address seen without a stack.
-			if _, ok := rp.lastAlloc[e.Addr]; !ok {
+			if _, ok := lastAlloc[e.Addr]; !ok {
 				if _, ok := rp.firstFree[e.Addr]; !ok {
 					rp.firstFree[e.Addr] = e.Stack
 				}
@@ -358,6 +360,7 @@ func (c *capturer) scan() {
 		}
 		fill(i)
 	}
+	return lastAlloc
 }
 
 // finish completes the captured states once the replay is done (their

@@ -114,10 +114,10 @@ func BuildObserved(s *snapshot.Snapshot, device int, fr *analysis.Frames, want a
 		return nil, fmt.Errorf("device %d: %d trace entries are more than the view handles", device, trace.Len())
 	}
 	m := &Model{Frames: fr, groups: map[analysis.GroupBy]*grouping{}}
-	// Without the Replayed's arrays of figures (want.NoFigures, or its
-	// compact ones: want.CompactFigures), the model takes its own as the
-	// replay goes.
-	ownFigures := want.NoFigures || want.CompactFigures
+	// Without the Replayed's figures (want.NoFigures), the model takes its
+	// own as the replay goes; the compact ones (want.CompactFigures) it
+	// shares once the replay is done, the arrays (neither) it compacts.
+	ownFigures := want.NoFigures
 	pools := map[PoolKey]uint16{}
 	poolOf := func(b allocator.BlockInfo) uint16 {
 		k := PoolKey{Kind: b.Pool, ID: b.PoolID}
@@ -202,9 +202,12 @@ func BuildObserved(s *snapshot.Snapshot, device int, fr *analysis.Frames, want a
 		return nil, err
 	}
 	m.Replayed = rp
+	m.clipIntervals()
 	if ownFigures {
 		m.padFigures(trace.Len())
 		m.resv.Clip()
+	} else if al, re, ok := rp.Figures(); ok {
+		m.alloc, m.resv = al, re
 	} else {
 		m.alloc, m.resv = series.NewBytes(rp.Allocated), series.NewSteps(rp.Reserved)
 	}
@@ -239,6 +242,20 @@ func BuildObserved(s *snapshot.Snapshot, device int, fr *analysis.Frames, want a
 		}
 	}
 	return m, nil
+}
+
+// clipIntervals copies the interval arrays to their length when much of
+// what they were sized for went unused: they are sized for every alloc
+// entry, and an alloc the replay could not apply (a trace that is not the
+// allocator's, such as a generated one: 86,395 of 486,592 on
+// torch-100MB) makes no interval, while the arrays are held as long as
+// the model (the report's page, a view server's hours).
+func (m *Model) clipIntervals() {
+	if n := len(m.Start); cap(m.Start)-n <= n/4 {
+		return
+	}
+	m.Start, m.End, m.Entry = slices.Clone(m.Start), slices.Clone(m.End), slices.Clone(m.Entry)
+	m.Size, m.Pool = slices.Clone(m.Size), slices.Clone(m.Pool)
 }
 
 // Trim lets go of the replay's own per-entry figures (Replayed.Allocated

@@ -425,3 +425,70 @@ func TestBeforeAt(t *testing.T) {
 		}
 	}
 }
+
+// TestCompactFiguresShared: built with the replay's compact figures
+// (Want.CompactFigures, the report's), the model reads the Replayed's
+// figures instead of keeping its own, and has the same intervals and
+// figures as a model built beside full arrays.
+func TestCompactFiguresShared(t *testing.T) {
+	path, _ := fixture.Expandable(t)
+	s, err := snapshot.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	full := build(t, s, 0)
+	compact, err := BuildObserved(s, 0, analysis.NewFrames(s.Stacks, false), analysis.Want{CompactFigures: true}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	al, re, ok := compact.Replayed.Figures()
+	if !ok {
+		t.Fatal("Want.CompactFigures kept no compact figures")
+	}
+	u, _ := al.Units()
+	mu, _ := compact.alloc.Units()
+	if len(u) == 0 || len(mu) != len(u) || &u[0] != &mu[0] || re.Len() != compact.resv.Len() {
+		t.Error("the model keeps a copy of the replay's compact figures, not the replay's own")
+	}
+	if compact.Entries() != full.Entries() {
+		t.Fatalf("%d entries, want %d", compact.Entries(), full.Entries())
+	}
+	for i := range full.Entries() {
+		if a, r := compact.AllocatedAfter(i), compact.ReservedAfter(i); a != full.Replayed.Allocated[i] || r != full.Replayed.Reserved[i] {
+			t.Fatalf("after entry %d: %d allocated, %d reserved; want %d, %d", i, a, r, full.Replayed.Allocated[i], full.Replayed.Reserved[i])
+		}
+	}
+	if !slices.Equal(compact.Start, full.Start) || !slices.Equal(compact.End, full.End) || !slices.Equal(compact.Entry, full.Entry) ||
+		!slices.Equal(compact.Size, full.Size) || !slices.Equal(compact.Pool, full.Pool) {
+		t.Error("the intervals differ from those built beside full figures")
+	}
+}
+
+// TestClipIntervals: interval arrays mostly unused (allocs the replay
+// could not apply) are copied to their length, with their values; ones
+// nearly full are left alone.
+func TestClipIntervals(t *testing.T) {
+	m := &Model{
+		Start: make([]int32, 3, 100), End: make([]int32, 3, 100), Entry: make([]int32, 3, 100),
+		Size: make([]int64, 3, 100), Pool: make([]uint16, 3, 100),
+	}
+	for k := range 3 {
+		m.Start[k], m.End[k], m.Entry[k], m.Size[k], m.Pool[k] = int32(k), int32(k+1), int32(k+2), int64(512*(k+1)), uint16(k)
+	}
+	m.clipIntervals()
+	if cap(m.Start) > 8 || cap(m.End) > 8 || cap(m.Entry) > 8 || cap(m.Size) > 8 || cap(m.Pool) > 16 {
+		t.Errorf("capacities %d %d %d %d %d after clipping 3 intervals", cap(m.Start), cap(m.End), cap(m.Entry), cap(m.Size), cap(m.Pool))
+	}
+	for k := range 3 {
+		if m.Start[k] != int32(k) || m.End[k] != int32(k+1) || m.Entry[k] != int32(k+2) || m.Size[k] != int64(512*(k+1)) || m.Pool[k] != uint16(k) {
+			t.Fatalf("interval %d changed by clipping", k)
+		}
+	}
+	full := &Model{Start: make([]int32, 90, 100)}
+	full.End, full.Entry, full.Size, full.Pool = make([]int32, 90, 100), make([]int32, 90, 100), make([]int64, 90, 100), make([]uint16, 90, 100)
+	before := &full.Start[0]
+	full.clipIntervals()
+	if &full.Start[0] != before {
+		t.Error("arrays 90% full were copied")
+	}
+}
