@@ -294,7 +294,13 @@ func (a *Allocator) gcEnabled() bool {
 // of 2.1-2.3 cudaMallocs for private pools: "checkpointing logic for
 // private pools doesn't support the expandable_segments_ structure yet").
 func (a *Allocator) expandableFor(pool *blockPool) bool {
-	return a.cfg.ExpandableSegments && a.v.HasExpandableSegments() && (pool.owner == nil || a.v.privatePoolsExpandable())
+	return a.expandableOn() && (pool.owner == nil || a.v.privatePoolsExpandable())
+}
+
+// expandableOn: the expandable_segments option is on (and the version has
+// it), whatever the pool.
+func (a *Allocator) expandableOn() bool {
+	return a.cfg.ExpandableSegments && a.v.HasExpandableSegments()
 }
 
 func (a *Allocator) poolFor(size int64) *blockPool {
@@ -403,7 +409,7 @@ func (a *Allocator) malloc(orig int64, stream int64, ctx snapshot.StackID) (*blo
 			return nil, a.outOfMemory(&p, orig, ctx)
 		}
 	}
-	return a.allocFoundBlock(&p, orig, ctx, a.shouldSplit(p.block, size, p.expandable)), nil
+	return a.allocFoundBlock(&p, orig, ctx, a.shouldSplit(p.block, size)), nil
 }
 
 // allocateWithFallbacks runs the cache-miss path: garbage collection, a new
@@ -544,9 +550,14 @@ func (a *Allocator) createSegment(addr uint64, size, stream int64, pool *blockPo
 // shouldSplit is should_split: small-pool blocks (and every block while
 // expandable segments are on) split when at least 512 bytes would remain;
 // large blocks only below max_split_size and with more than 1 MiB left.
-func (a *Allocator) shouldSplit(b *block, size int64, expandable bool) bool {
+// The test is the global setting (CUDAAllocatorConfig::expandable_segments()
+// in should_split, 2.1 to 2.10), not whether the block's own pool maps
+// expandable segments: a private pool's cudaMalloc'd blocks of 2.1-2.3
+// (alloc_block excludes private pools from expandable segments there) split
+// by the 512-byte rule too while the option is on.
+func (a *Allocator) shouldSplit(b *block, size int64) bool {
 	remaining := b.size - size
-	if b.pool().small || expandable {
+	if b.pool().small || a.expandableOn() {
 		return remaining >= MinBlockSize
 	}
 	return uint64(size) < a.cfg.MaxSplitSize && remaining > SmallSize

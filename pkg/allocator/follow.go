@@ -516,7 +516,7 @@ func (a *Allocator) forceMallocIn(b *block, addr uint64, size, blockSize, stream
 	}
 	split := b.size > need
 	if blockSize == 0 {
-		split = a.shouldSplit(b, need, p.expandable)
+		split = a.shouldSplit(b, need)
 	}
 	nb := a.allocFoundBlock(&p, size, ctx, split)
 	a.allocated.put(nb)

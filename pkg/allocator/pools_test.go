@@ -317,6 +317,30 @@ func TestPrivatePoolExpandable(t *testing.T) {
 	}
 }
 
+// should_split (2.1 to 2.10) tests the global expandable_segments flag
+// (CUDAAllocatorConfig::expandable_segments()), not the block's pool: in
+// 2.3 a private pool's cudaMalloc'd block splits off a 512 KiB remainder
+// while the option is on, and keeps it (more than 1 MiB needed) while off.
+func TestPrivatePoolSplitFollowsGlobalFlag(t *testing.T) {
+	const want = 20<<20 - 512<<10
+	for _, c := range []struct {
+		conf  string
+		block int64
+	}{{"expandable_segments:True", want}, {"", 20 << 20}} {
+		s := newSim(t, c.conf, V2_3, Options{})
+		s.begin(g1, PoolKindGraph, StreamFilter{Stream: s0})
+		s.free(s.alloc(8<<20, s0)) // a 20 MiB cudaMalloc'd segment of g1, cached whole
+		x := s.alloc(want, s0)
+		s.end(g1)
+		if s.regions.find(x).expandable {
+			t.Fatalf("%q: 2.3 mapped a private pool's segment", c.conf)
+		}
+		if got := s.Stats().AllocatedBytes[PoolAll].Current; got != c.block {
+			t.Errorf("%q: block of %d bytes, want %d", c.conf, got, c.block)
+		}
+	}
+}
+
 // malloc's OOM message counts the free blocks of private pools as
 // "allocated in private pools" (2.4+ wording).
 func TestOOMMessagePrivatePools(t *testing.T) {
