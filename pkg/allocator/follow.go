@@ -690,6 +690,13 @@ func (a *Allocator) PendingFree(addr uint64) bool { return a.pending.get(addr) !
 // them.
 func (a *Allocator) InRegion(addr uint64) bool { return a.regions.find(addr) != nil }
 
+// PoolHoldsSegments reports whether private pool id exists and holds a
+// segment (or a mapped range).
+func (a *Allocator) PoolHoldsSegments(id snapshot.PoolID) bool {
+	pp := a.poolByID(id)
+	return pp != nil && a.hasRegionsOf(pp)
+}
+
 // LivePrivatePools are the private pools still in use (use_count > 0),
 // the ones a call of a recording may have been routed to.
 func (a *Allocator) LivePrivatePools() []snapshot.PoolID {

@@ -16,7 +16,7 @@ const maxMismatches = 20
 // agree compares the replayed state with the snapshot's final segments.
 func (r *Replay) agree() *Agreement {
 	ag := &Agreement{}
-	compareStates(r.a, r.modelledFinal(), r.start.exact, r.seeded, !r.toggled, ag)
+	compareStates(r.a, r.modelledFinal(), r.start.exact, r.seeded, r.staleKnown(), ag)
 	if kept := r.a.Unmodelled(); len(kept) > 0 {
 		// Kept as the snapshot has them: equal by construction.
 		for _, s := range kept {
@@ -34,6 +34,14 @@ func (r *Replay) agree() *Agreement {
 	}
 	return ag
 }
+
+// staleKnown says whether the replay can know the stale requested sizes of
+// free blocks (the request of whichever block object survived each split
+// and merge): not after it changed block sizes after the fact
+// (runtime.go), nor after it forced a call that no pool it knew
+// reproduced (tryPools: a pool released before the snapshot, before 2.9),
+// whose blocks were then made from other block objects.
+func (r *Replay) staleKnown() bool { return !r.toggled && !r.poolUnknown }
 
 // compareStates fills ag with the differences between a's segments and
 // the snapshot's, snap (sorted by address, as New sorts r.final).
@@ -374,6 +382,6 @@ func (r *Replay) reconcile() {
 	}
 	ag.ReconcileNote = strings.Join(notes, "; ")
 	after := &Agreement{}
-	compareStates(a, r.modelledFinal(), r.start.exact, r.seeded, !r.toggled, after)
+	compareStates(a, r.modelledFinal(), r.start.exact, r.seeded, r.staleKnown(), after)
 	ag.Remaining = after.MismatchCount
 }

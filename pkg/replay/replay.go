@@ -211,6 +211,11 @@ type Replay struct {
 
 	// pools says which pool each recorded call went to (see pools).
 	pools callPools
+	// unnamedPools counts the pools unnamedPool made.
+	unnamedPools int64
+	// poolUnknown: a call of a trace that names no pool was reproduced
+	// in no pool the replay could try (tryPools), and was forced.
+	poolUnknown bool
 
 	// toggled: the recording shows expandable_segments switched at
 	// runtime (runtime.go); preBlocks are then the live blocks of the
@@ -974,7 +979,8 @@ func (r *Replay) Result() *Result {
 	r.res.OOMs.Simulated = int(st.NumOOMs)
 	r.res.Stats = st
 	r.res.MemoryStats = r.a.MemoryStats()
-	if us, reserved := r.a.PoolUsages(), r.privateReservedPeak(); len(us) > 1 || reserved > 0 {
+	us := slices.DeleteFunc(r.a.PoolUsages(), func(u allocator.PoolUsage) bool { return isUnnamedPool(u.ID) && u.Segments == 0 })
+	if reserved := r.privateReservedPeak(); len(us) > 1 || reserved > 0 {
 		r.res.Pools.Final = us
 		r.res.Pools.Reserved, r.res.Pools.Allocated = r.a.PrivatePoolStats()
 	}
@@ -1777,7 +1783,7 @@ func (r *Replay) tryPools(i, j int) bool {
 	e := r.tw.at(j)
 	matches := 0
 	var chosen *snapshot.PoolID
-	for _, id := range cands {
+	try := func(id snapshot.PoolID) bool {
 		r.a.RouteToPool(id)
 		if e.Action == snapshot.ActionAlloc {
 			out, _, allocSize := r.a.PredictMalloc(e.Size, r.streams.of(&e))
@@ -1789,22 +1795,39 @@ func (r *Replay) tryPools(i, j int) bool {
 						chosen = &id
 					}
 				}
-				continue
+				return false
 			}
 			if out != allocator.OutcomeUnknown {
-				continue
+				return false
 			}
 		}
 		if chosen != nil {
-			continue
+			return false
 		}
 		if ok, _, _ := r.tryCall(i, j); ok {
 			r.notePoolGuess(j, id, 1)
 			return true
 		}
+		return false
+	}
+	for _, id := range cands {
+		if try(id) {
+			return true
+		}
+	}
+	if chosen == nil && !r.snap.Features.TracePoolID {
+		// A pool the program released before the snapshot leaves no
+		// segment in it, so no pool the replay knows may reproduce the
+		// call: it was one the replay has not seen (unnamedPool).
+		if try(r.unnamedPool()) {
+			return true
+		}
 	}
 	if chosen == nil {
-		// No pool reproduces the call: its pool stays unknown.
+		// No pool reproduces the call: its pool stays unknown, and the
+		// forced steps that follow it build its blocks from other block
+		// objects than the program's allocator did.
+		r.poolUnknown = true
 		r.notePoolGuess(j, snapshot.PoolID{}, 0)
 		r.a.RouteToPool(snapshot.PoolID{})
 		return false
@@ -1821,6 +1844,27 @@ func (r *Replay) tryPools(i, j int) bool {
 	r.finish(i, j)
 	return true
 }
+
+// unnamedPool is a private pool the replay has not seen, for a call of a
+// trace that names no pool (before 2.9) that neither the default pools nor
+// any pool of the final snapshot reproduces: a pool the program created
+// and released again before the snapshot (a graph reset, a MemPool
+// deleted), whose segments are all gone by the end. Its id is negative, an
+// id no program makes; the replay makes one more only once the last one
+// holds a segment. Which of the vanished pools a call used is not known,
+// so the private pools' peaks of such a recording are bounds (poolBounds)
+// and the pool shows in no per-pool figure (it holds nothing at the end).
+func (r *Replay) unnamedPool() snapshot.PoolID {
+	id := snapshot.PoolID{-1, -r.unnamedPools}
+	if r.unnamedPools == 0 || r.a.PoolHoldsSegments(id) {
+		r.unnamedPools++
+		id = snapshot.PoolID{-1, -r.unnamedPools}
+	}
+	return id
+}
+
+// isUnnamedPool reports whether id is one of unnamedPool's.
+func isUnnamedPool(id snapshot.PoolID) bool { return id[0] < 0 }
 
 // notePoolGuess records the pool a trial chose for call j; matches is how
 // many pools would have reproduced it (0: none did, the pool is unknown).
