@@ -125,6 +125,14 @@ func TestRoundTripRegressions(t *testing.T) {
 		{"runtime settings", allocator.V2_10, 20, "as 2.1 seed 73", true},
 		{"runtime settings", allocator.V2_10, 131, "as 2.1 seed 73", true},
 		{"runtime settings", allocator.V2_10, 190, "as 2.1 seed 73", true},
+		{"graphs+MemPool+expandable", allocator.V2_1, 5, "should_split of a private pool's cudaMalloc'd block followed the pool, not the global expandable_segments flag: allocated and active totals differed", false},
+		{"graphs+MemPool+expandable", allocator.V2_1, 8, "as 2.1 seed 5", false},
+		{"graphs+MemPool+expandable", allocator.V2_2, 5, "a segment_alloc of a pool released before the snapshot was put in the default pools, which map", false},
+		{"graphs+MemPool+expandable", allocator.V2_3, 4, "as 2.2 seed 5", false},
+		{"graphs+MemPool+expandable", allocator.V2_4, 2, "a new reservation of a pool released before the snapshot was mapped in the default pools, which then served other calls from it", false},
+		{"graphs+MemPool+expandable", allocator.V2_5, 11, "as 2.4 seed 2", false},
+		{"graphs+MemPool+expandable", allocator.V2_1, 2, "after a forced call of a trace naming no pool, the stale requested size of a free block was compared", false},
+		{"graphs+MemPool+expandable", allocator.V2_2, 33, "as 2.1 seed 2", false},
 	} {
 		for _, s := range rtSettings {
 			if s.name != c.setting {

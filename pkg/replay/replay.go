@@ -213,8 +213,9 @@ type Replay struct {
 	pools callPools
 	// unnamedPools counts the pools unnamedPool made.
 	unnamedPools int64
-	// poolUnknown: a call of a trace that names no pool was reproduced
-	// in no pool the replay could try (tryPools), and was forced.
+	// poolUnknown: a call of a trace that names no pool, with private
+	// pools, was reproduced in no pool the replay could try (tryPools),
+	// or diverged: it was forced.
 	poolUnknown bool
 
 	// toggled: the recording shows expandable_segments switched at
@@ -1438,6 +1439,10 @@ func (r *Replay) example(s string) {
 // diverged counts a divergence; what describes the simulator's decision.
 func (r *Replay) diverged(i, j int, what func() string) {
 	r.res.Fidelity.Divergences++
+	if r.pools.any && !r.snap.Features.TracePoolID {
+		// The call may have used a pool other than the one tried.
+		r.poolUnknown = true
+	}
 	if r.wantExample() {
 		r.example(fmt.Sprintf("entries %d-%d (recorded %s): %s", i, j, describeEntries(r.tw.span(i, j+1), nil), what()))
 	}

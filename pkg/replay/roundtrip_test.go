@@ -49,10 +49,6 @@ type rtSetting struct {
 	// reuse, pools released mid-run (graph reset, MemPool destructor),
 	// and empty_cache() while pools are alive (rtWorkload.poolStep).
 	pools bool
-	// knownDrift says why the replay does not yet follow recordings of
-	// this setting exactly (the pools settings); its failures are
-	// counted in the table and logged, not failed.
-	knownDrift string
 }
 
 // namesSettings says whether a replay of a file without its settings
@@ -71,17 +67,49 @@ var rtSettings = []rtSetting{
 	{name: "3 streams+max_split_size_mb:64", conf: "max_split_size_mb:64", streams: 3},
 	{name: "3 streams+expandable", conf: "expandable_segments:True", streams: 3},
 	{name: "graphs+MemPool", conf: "", streams: 2, pools: true},
-	{name: "graphs+MemPool+expandable", conf: "expandable_segments:True", streams: 2, pools: true,
-		knownDrift: "private pools with expandable segments (default pools expandable, pool segments cudaMalloc'd before 2.4, mapped from 2.4): some allocations land in a different pool or block than recorded, so cumulative allocated/active/inactive_split figures or the final state differ"},
+	{name: "graphs+MemPool+expandable", conf: "expandable_segments:True", streams: 2, pools: true},
 	{name: "runtime settings", conf: "", streams: 2, runtime: true},
 }
 
-// rtPoolsBefore29 is why the pools settings do not yet round-trip before
-// 2.9: the trace names no pool, so a pool whose segments are all gone by
-// the snapshot is invisible (its allocations replay in the default pools,
-// its ooms count as retries though malloc skips the retry during a
-// capture); the private pools' peaks are then wide bounds.
-const rtPoolsBefore29 = "before 2.9 the trace names no pool: a pool released before the snapshot is invisible, its ooms taken as retries"
+// The two classes of pools runs before 2.9 that the replay does not yet
+// make exact or bounded (issue 12). Each is recognized by what it gets
+// wrong; every other failure of the pools settings fails the test.
+const (
+	// rtVanishedPools: every pool was released before the snapshot, so
+	// the file shows none; an oom during a capture (which has no retry:
+	// malloc skips the fallbacks while captures_underway is non-empty)
+	// is then counted as one at the lower end of num_alloc_retries and
+	// num_sync_all_streams, whose bounds miss the truth.
+	rtVanishedPools = "before 2.9, every pool released before the snapshot: the file shows none, and an oom during a capture counts as a retry at the lower end of num_alloc_retries and num_sync_all_streams"
+	// rtUnnamedReservation: from 2.4 a private pool maps expandable
+	// segments in a reservation of its own; a map into the reservation
+	// of a pool released before the snapshot (no final segment in it)
+	// is keyed as the default pools' when the replay infers the
+	// reservations, so it cannot be applied where the recording put it,
+	// and the figures built on the unapplied entries differ.
+	rtUnnamedReservation = "from 2.4 to 2.8 with expandable segments, a map into the reservation of a pool released before the snapshot is taken for the default pools': entries go unapplied and the cumulative, peak and current figures built on them differ"
+)
+
+// rtPoolExcuse says which known class a failing pools run before 2.9
+// belongs to ("": none, the run fails).
+func rtPoolExcuse(set rtSetting, v allocator.Version, o rtOutcome) string {
+	if !set.pools || v.TracesPoolID() {
+		return ""
+	}
+	if o.unapplied > 0 && set.conf == "expandable_segments:True" && v >= allocator.V2_4 {
+		return rtUnnamedReservation
+	}
+	if o.sawPools {
+		return ""
+	}
+	for _, p := range o.problems {
+		if !strings.HasPrefix(p, "num_alloc_retries:") && !strings.HasPrefix(p, "num_sync_all_streams:") &&
+			!strings.HasPrefix(p, "per-pool figures:") && !strings.HasPrefix(p, "private_pool_") && !strings.HasPrefix(p, "first divergence:") {
+			return ""
+		}
+	}
+	return rtVanishedPools
+}
 
 var (
 	// rtNoOption replays the runtime-settings row without
@@ -284,6 +312,10 @@ type rtOutcome struct {
 	// assumed: the replay noted it assumed no unshown switch
 	// (Result.Assumptions).
 	assumed bool
+	// unapplied: trace entries the replay could not apply; sawPools: the
+	// replay found private pools (rtPoolExcuse).
+	unapplied int
+	sawPools  bool
 }
 
 // roundTrip records one workload, writes and reads its snapshot, replays
@@ -368,7 +400,8 @@ func roundTrip(set rtSetting, v allocator.Version, seed uint64, ops int) rtOutco
 	if set.pools {
 		problems = append(problems, comparePools(truthPools, truthReserved, truthAllocated, res)...)
 	}
-	return rtOutcome{problems: problems, detected: res.Bounds["allocated_bytes.all.allocated"].Reason == reasonRuntimeSplit, assumed: len(res.Assumptions) > 0}
+	return rtOutcome{problems: problems, detected: res.Bounds["allocated_bytes.all.allocated"].Reason == reasonRuntimeSplit, assumed: len(res.Assumptions) > 0,
+		unapplied: res.Fidelity.Unapplied, sawPools: res.Pools.Any()}
 }
 
 // usedPools are the pools a snapshot can show: the default pools and
@@ -530,11 +563,7 @@ func TestRoundTrip(t *testing.T) {
 					c.exact++
 					continue
 				}
-				drift := set.knownDrift
-				if set.pools && !v.TracesPoolID() && drift == "" {
-					drift = rtPoolsBefore29
-				}
-				if drift != "" {
+				if drift := rtPoolExcuse(set, v, o); drift != "" {
 					if c.drift++; c.drift == 1 {
 						t.Logf("known drift (%s): %s, %s, seed %d: %s", drift, set.name, v, seed, o.problems[0])
 					}
@@ -569,11 +598,14 @@ func TestRoundTrip(t *testing.T) {
 				continue
 			}
 			fmt.Fprintf(&b, " %.0f%% of %d", math.Floor(100*float64(c.exact)/float64(c.runs)), c.runs)
+			if c.drift > 0 {
+				fmt.Fprintf(&b, " (%d known)", c.drift)
+			}
 			b.WriteString(" |")
 		}
 		b.WriteString("\n")
 	}
-	fmt.Printf("Round trips per setting and PyTorch release: the share with every exact figure equal to the simulator's, every bound holding its value and every placement in the replayed state (runtime settings: replayed with --runtime-settings).\n\n%s", b.String())
+	fmt.Printf("Round trips per setting and PyTorch release: the share with every exact figure equal to the simulator's, every bound holding its value and every placement in the replayed state (runtime settings: replayed with --runtime-settings; known: failed pools runs before 2.9 of a class rtPoolExcuse names).\n\n%s", b.String())
 	for _, set := range settings {
 		if !set.runtime {
 			continue
