@@ -1238,7 +1238,7 @@ func (r *Replay) followMalloc(i, j int) {
 	e := r.tw.at(j)
 	isAlloc := e.Action == snapshot.ActionAlloc
 	shown := r.toggled && r.followSetting(i, j)
-	if isAlloc && !r.a.Allocated(e.Addr) && (r.toggled || r.mayToggle()) && r.splitInside(e.Addr) {
+	if isAlloc && (r.toggled || r.mayToggle()) && !r.a.Allocated(e.Addr) && r.splitInside(e.Addr) {
 		// A recorded allocation inside a live block: the real allocator
 		// split a block the replay, under the setting the segments show,
 		// handed out whole. Only expandable_segments switched on and
@@ -1246,6 +1246,18 @@ func (r *Replay) followMalloc(i, j int) {
 		// a remainder of 512 B to 1 MiB), so this is the switch's
 		// evidence, met mid-trace.
 		r.toggled, r.switchShown = true, true
+	}
+	if isAlloc && i == j && !r.toggled && !r.wantExample() && !r.a.InRegion(e.Addr) {
+		// An allocation at an address no segment holds, with no
+		// segment event in its call: no simulated call places it
+		// there (a cache hit lies in a segment, a new segment is a
+		// segment event), so it is forced, as a prediction or a trial
+		// would conclude. The prediction would only name the
+		// simulator's choice in an example, and the examples are
+		// full. Traces that disagree with their snapshot (the
+		// generated benchmark files) have one per allocation.
+		r.force(i, j, nil)
+		return
 	}
 	// The common cases are predicted without trying the call on a copy.
 	if isAlloc {

@@ -1,0 +1,53 @@
+//go:build unix
+
+package replay
+
+import (
+	"os"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/memstat/memstat/pkg/snapshot"
+)
+
+// cpuTime is the process's user and system CPU time so far: on a machine
+// shared with other work, a benchmark's CPU per operation varies less than
+// its wall time.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkFollow replays device 0 of the snapshot MEMSTAT_BENCH_FILE
+// names (skipped without one), as stats does: New (the start state
+// rebuilt and seeded) and Run (the step loop and the result), the file
+// decoded once outside the timing. Profile it with
+//
+//	MEMSTAT_BENCH_FILE=bench/out/torch-100MB.pickle go test -run '^$' \
+//	  -bench Follow -cpuprofile cpu.out ./pkg/replay
+func BenchmarkFollow(b *testing.B) {
+	file := os.Getenv("MEMSTAT_BENCH_FILE")
+	if file == "" {
+		b.Skip("MEMSTAT_BENCH_FILE is not set: it names the snapshot to replay")
+	}
+	s, err := snapshot.Load(file)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	start := cpuTime()
+	for b.Loop() {
+		r, err := New(s, Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := r.Run(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(cpuTime()-start)/float64(b.N), "cpu-ns/op")
+}
