@@ -132,6 +132,9 @@ func BuildObserved(s *snapshot.Snapshot, device int, fr *analysis.Frames, want a
 	open := map[uint64]int32{}
 	add := func(start, entry int32, b allocator.BlockInfo) {
 		k := int32(len(m.Start))
+		if len(m.Start) == cap(m.Start) {
+			m.growIntervals()
+		}
 		m.Start = append(m.Start, start)
 		m.End = append(m.End, Live)
 		m.Entry = append(m.Entry, entry)
@@ -140,22 +143,31 @@ func BuildObserved(s *snapshot.Snapshot, device int, fr *analysis.Frames, want a
 		open[b.Address] = k
 	}
 	start := func(a *allocator.Allocator) {
-		// The arrays are sized once from the trace's alloc entries (and the
-		// blocks live before it), not grown by doubling: on millions of
-		// allocations the copies of growth cost more than the appends, and
-		// the old arrays linger until collected. They are made here, once
+		// The arrays are sized for the blocks live before the trace and a
+		// quarter of its alloc entries, then doubled as needed (growIntervals):
+		// Go's append grows a large slice by a quarter at a time, whose
+		// copies cost more than the appends, but doubling copies each
+		// interval about once. Not sized for every alloc entry: those
+		// the replay cannot apply make no interval (a generated trace's
+		// addresses outside its segments: none of torch-100MB's 400,197
+		// did), and the unused room, 22 bytes an entry, was live through
+		// the whole replay (8.8 MB there). They are made here, once
 		// the replay has rebuilt the state before the trace, not before:
 		// its scans' address tables (16 MB on a recorded trace of 1.75 M
 		// entries) are garbage by then, so the two are never live together.
-		allocs := trace.Count(snapshot.ActionAlloc)
-		for _, seg := range s.DeviceSegments(device) {
-			allocs += len(seg.Blocks)
-		}
-		m.Start = make([]int32, 0, allocs)
-		m.End = make([]int32, 0, allocs)
-		m.Entry = make([]int32, 0, allocs)
-		m.Size = make([]int64, 0, allocs)
-		m.Pool = make([]uint16, 0, allocs)
+		n := 0
+		a.Blocks(func(b allocator.BlockInfo) bool {
+			if b.State == snapshot.ActiveAllocated {
+				n++
+			}
+			return true
+		})
+		n += trace.Count(snapshot.ActionAlloc)/4 + 1
+		m.Start = make([]int32, 0, n)
+		m.End = make([]int32, 0, n)
+		m.Entry = make([]int32, 0, n)
+		m.Size = make([]int64, 0, n)
+		m.Pool = make([]uint16, 0, n)
 		if ownFigures {
 			m.alloc = series.NewBytesCap(trace.Len())
 		}
@@ -242,6 +254,13 @@ func BuildObserved(s *snapshot.Snapshot, device int, fr *analysis.Frames, want a
 		}
 	}
 	return m, nil
+}
+
+// growIntervals doubles the room of the interval arrays.
+func (m *Model) growIntervals() {
+	n := max(len(m.Start), 16)
+	m.Start, m.End, m.Entry = slices.Grow(m.Start, n), slices.Grow(m.End, n), slices.Grow(m.Entry, n)
+	m.Size, m.Pool = slices.Grow(m.Size, n), slices.Grow(m.Pool, n)
 }
 
 // clipIntervals copies the interval arrays to their length when much of
