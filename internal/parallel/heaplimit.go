@@ -45,8 +45,10 @@ type HeapLimit struct {
 	replay  int64
 	kept    int64
 	// holdPerEntry and holdPerBlock are what the command keeps besides
-	// each replay's state (Hold).
+	// each replay's state (Hold); held says Hold was called (the lower
+	// floor, minHeldLimit).
 	holdPerEntry, holdPerBlock int64
+	held                       bool
 	// alone: the limit of a replay alone (LimitHeapToFile), from the
 	// closer estimate (replayAloneNeed, aloneLoadShare, aloneMargin).
 	alone       bool
@@ -58,7 +60,17 @@ type HeapLimit struct {
 const (
 	// minHeapLimit: below this the limit saves nothing worth the
 	// collector's time (the runtime's own memory counts in the limit).
+	// It is the floor of stats' limit and of the commands that keep the
+	// files' size as their floor.
 	minHeapLimit = 256 << 20
+	// minHeldLimit is the floor of a command that said what it holds
+	// (Hold): its need, counted with the margin, is what keeps the
+	// collector from thrashing, so the floor only covers the runtime's
+	// own memory and a small file's load. At 256 MiB no limit bound on a
+	// 100 MB file and the heap doubled its live peak: replay's two
+	// simulators, report's model and states (replay, torch-100MB:
+	// live peak 52 MB, heap 90 MB, peak RSS 120 MB).
+	minHeldLimit = 64 << 20
 	// loadShare is the limit while a file loads, per byte of the file:
 	// the decoder's live peak (the decoded snapshot, the pickle memo at
 	// 8 bytes an object, the input buffer) was 0.35x the file on
@@ -172,7 +184,7 @@ func (h *HeapLimit) Keep(n int64) { h.kept += n }
 // and drops the files' floor: the limit follows the need, that holding
 // counted, as stats' does. Call it before the first Add.
 func (h *HeapLimit) Hold(perEntry, perBlock int64) {
-	h.fileFloor = false
+	h.fileFloor, h.held = false, true
 	h.holdPerEntry, h.holdPerBlock = perEntry, perBlock
 }
 
@@ -212,6 +224,9 @@ func liveHeapNow() int64 {
 // the loaded ones' replays need, with the margin, at least the floor.
 func (h *HeapLimit) limitFor() int64 {
 	floor := int64(minHeapLimit)
+	if h.held {
+		floor = minHeldLimit
+	}
 	if h.fileFloor {
 		floor = max(floor, h.files)
 	}

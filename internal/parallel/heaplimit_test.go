@@ -231,14 +231,29 @@ func TestHeapLimitHold(t *testing.T) {
 	if got := currentLimit(); got != before {
 		t.Errorf("limit after Release: %d, want %d as before", got, before)
 	}
-	// The floor stays for small files.
+	// A 100 MB file gets its need too, not stats' 256 MiB floor (under
+	// which the heap doubled its live peak): the floor of a command that
+	// holds is minHeldLimit, which a small file's load stays under.
 	h = NewHeapLimit(64 << 30)
 	h.Hold(4, 64)
 	withLive(h, 20_000_000)
 	h.Add(sparseFile(t, "small.pickle", 100_000_000))
+	if got := currentLimit(); got != minHeldLimit {
+		t.Errorf("limit while a 100 MB file loads: %d, want the %d floor (its load share is %d)", got, minHeldLimit, int64(100_000_000*loadShare))
+	}
 	h.AddLoaded(860_000, 172_000)
-	if got := currentLimit(); got != minHeapLimit {
-		t.Errorf("limit for a 100 MB file: %d, want the %d floor", got, minHeapLimit)
+	need = 20_000_000 + 860_000*(replayPerEntry+4) + 172_000*(replayPerBlock+64)
+	if got, want := currentLimit(), need+int64(float64(need)*needMargin); got != want || want >= minHeapLimit {
+		t.Errorf("limit for a 100 MB file: %d, want %d (its need and margin, under stats' %d floor)", got, want, minHeapLimit)
+	}
+	h.Release()
+	h = NewHeapLimit(64 << 30)
+	h.Hold(4, 64)
+	withLive(h, 2_000_000)
+	h.Add(sparseFile(t, "tiny.pickle", 1_000_000))
+	h.AddLoaded(8_600, 1_720)
+	if got := currentLimit(); got != minHeldLimit {
+		t.Errorf("limit for a 1 MB file: %d, want the %d floor", got, minHeldLimit)
 	}
 	h.Release()
 }

@@ -83,6 +83,14 @@ func runReport(opts *Options) error {
 	if err := atomicfile.RefuseInput("-o", opts.Output, opts.File); err != nil {
 		return err
 	}
+	// Besides the replay's state: the figures, the view's intervals (22
+	// bytes each, about half the entries allocate), two captured states
+	// and the final blocks (analysis.Replayed's final, 32 bytes a block).
+	// Against the live heap at its peak (gctrace): torch-1GB 642 MB, need
+	// 777 MB, limit 932 MB, under the file's 996 MB that was the limit
+	// before (peak RSS 985 -> 924 MB); torch-100MB 68 MB, need 80 MB
+	// (peak RSS 139-149 -> 106-107 MB, user CPU unchanged).
+	command.NeedHeap(command.HeapNeed{PerEntry: command.FiguresPerEntry + 12, PerBlock: 2*command.StatePerBlock + 32})
 	snap, err := command.LoadSnapshot(opts.IO.ErrOut, opts.File)
 	if err != nil {
 		return err
