@@ -133,6 +133,10 @@ func TestRoundTripRegressions(t *testing.T) {
 		{"graphs+MemPool+expandable", allocator.V2_5, 11, "as 2.4 seed 2", false},
 		{"graphs+MemPool+expandable", allocator.V2_1, 2, "after a forced call of a trace naming no pool, the stale requested size of a free block was compared", false},
 		{"graphs+MemPool+expandable", allocator.V2_2, 33, "as 2.1 seed 2", false},
+		{"graphs+MemPool+expandable", allocator.V2_4, 13, "a map no final segment covers was keyed as the default pools' inside a pool's reservation: the reservation walk took it for a new reservation 20 MiB below the pool's, totalGlobalMem came out 18 MB, and most entries went unapplied", false},
+		{"graphs+MemPool+expandable", allocator.V2_4, 37, "as 2.4 seed 13", false},
+		{"graphs+MemPool+expandable", allocator.V2_5, 32, "as 2.4 seed 13", false},
+		{"graphs+MemPool+expandable", allocator.V2_6, 6, "as 2.4 seed 13", false},
 	} {
 		for _, s := range rtSettings {
 			if s.name != c.setting {

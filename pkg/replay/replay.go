@@ -211,6 +211,10 @@ type Replay struct {
 
 	// pools says which pool each recorded call went to (see pools).
 	pools callPools
+	// mapPools: the pools of segment_map entries of a trace that names no
+	// pool, known from the reservation they share with a map a final
+	// segment covers (inferTotalMemory).
+	mapPools map[int]snapshot.PoolID
 	// unnamedPools counts the pools unnamedPool made.
 	unnamedPools int64
 	// poolUnknown: a call of a trace that names no pool, with private
@@ -354,7 +358,7 @@ func New(s *snapshot.Snapshot, o Options) (*Replay, error) {
 	case follow != nil:
 		r.pools = follow.pools
 	default:
-		r.pools = findCallPools(r.snap, r.trace, r.final)
+		r.pools = findCallPools(r.snap, r.trace, r.final, r.mapPools)
 	}
 
 	if o.Mode == Follow {
@@ -388,11 +392,7 @@ func recordsExpandable(s *snapshot.Snapshot, dev int) bool {
 // swallows its neighbours.
 func (r *Replay) inferTotalMemory(fromEmpty bool) int64 {
 	limit := int64(allocator.DefaultTotalMemory)
-	type key struct {
-		stream int64
-		small  bool
-		pool   snapshot.PoolID
-	}
+	type key = reservationKey
 	bases := map[key]uint64{}
 	var largestMap int64
 	note := func(k key, addr uint64) {
@@ -404,16 +404,15 @@ func (r *Replay) inferTotalMemory(fromEmpty bool) int64 {
 	// stream, its pool kind and its private pool (pool_id, or that of
 	// the final segment holding it).
 	mapKey := func(i int, e snapshot.TraceEntry) key {
-		k := key{stream: r.streams.of(&e), small: r.mapIsSmall(i)}
-		if r.snap.Features.TracePoolID {
-			k.pool = r.snap.Context(&e).Pool
-		} else if n := sort.Search(len(r.final), func(x int) bool { return r.final[x].Address > e.Addr }); n > 0 {
-			if f := r.final[n-1]; f.Expandable && e.Addr < f.End() {
-				k.pool = f.PoolID
-			}
-		}
-		return k
+		k, _ := r.mapKeyOf(i, e)
+		return key(k)
 	}
+	// poolsUnnamed: a trace that names no pool (before 2.9) of a
+	// recording with private pools. A map no final segment covers may
+	// then be any pool's: mapKey gives it the default pools, and the
+	// reservation walk lets it join a reservation of its stream and kind
+	// whatever that one's pool (the pool a map has is its reservation's).
+	poolsUnnamed := !r.snap.Features.TracePoolID && slices.ContainsFunc(r.final, func(f *snapshot.Segment) bool { return !f.PoolID.IsDefault() })
 	firstMap := map[key]int{}
 	// The passes over segment_map entries are skipped where there is none.
 	hasMaps := r.trace.Count(snapshot.ActionSegmentMap) > 0
@@ -484,26 +483,78 @@ func (r *Replay) inferTotalMemory(fromEmpty bool) int64 {
 	for _, b := range addrs {
 		found[b.addr] = true
 	}
+	passes := 0
 	for fromEmpty && (hasMaps || r.trace.Count(snapshot.ActionSegmentUnmap) > 0) {
 		added := false
 		var w reservationWalk
+		var all []*walkedReservation
 		for i, e := range r.trace.All() {
 			switch e.Action {
 			case snapshot.ActionSegmentUnmap:
 				w.unmap(e.Addr, e.Size)
 			case snapshot.ActionSegmentMap:
-				k := mapKey(i, e)
+				kk, known := r.mapKeyOf(i, e)
+				k := key(kk)
 				res := w.containing(e.Addr)
-				if res == nil || res.key != k || e.Addr >= res.base+uint64(allocator.ReservationSize(limit, pageOf(k))) {
+				inside := res != nil && e.Addr < res.base+uint64(allocator.ReservationSize(limit, pageOf(k)))
+				switch {
+				case inside && res.key == k:
+				case inside && poolsUnnamed && (!known || !res.known) && res.key.(key).stream == k.stream && res.key.(key).small == k.small:
+					// One of the two is of a pool not known: the map
+					// is in the reservation, of its pool.
+					if known {
+						res.key, res.known = k, true
+					}
+				default:
 					res = w.reserve(e.Addr, k)
+					res.known = known || !poolsUnnamed
+					all = append(all, res)
 					if !found[e.Addr] {
 						found[e.Addr] = true
 						addrs = append(addrs, base{e.Addr, pageOf(k)})
 						added = true
 					}
 				}
+				res.maps = append(res.maps, i)
 				w.mapIn(res, e.Addr, e.Size)
 			}
+		}
+		if poolsUnnamed {
+			// The pool of each map whose reservation holds a map of a
+			// known pool (findCallPools routes it there).
+			r.mapPools = map[int]snapshot.PoolID{}
+			for _, res := range all {
+				if res.known {
+					for _, i := range res.maps {
+						r.mapPools[i] = res.key.(key).pool
+					}
+				}
+			}
+			// The bases are the walk's: the first map or final segment
+			// of a known pool may lie inside a reservation a map of no
+			// known pool began. Final segments outside every walked
+			// reservation keep theirs.
+			var next []base
+			for _, res := range all {
+				next = append(next, base{res.base, pageOf(res.key.(key))})
+			}
+			for _, f := range r.final {
+				k := key{f.Stream, f.Pool == snapshot.SmallPool, f.PoolID}
+				if f.Expandable && !slices.ContainsFunc(all, func(res *walkedReservation) bool {
+					return f.Address >= res.base && f.Address < res.base+uint64(allocator.ReservationSize(limit, pageOf(res.key.(key))))
+				}) {
+					next = append(next, base{f.Address, pageOf(k)})
+				}
+			}
+			slices.SortFunc(next, func(x, y base) int { return cmp.Compare(x.addr, y.addr) })
+			next = slices.Compact(next)
+			same := slices.Equal(next, addrs)
+			addrs = next
+			if passes++; same || passes > 16 {
+				break
+			}
+			gaps()
+			continue
 		}
 		if !added {
 			break
@@ -522,9 +573,15 @@ func (r *Replay) inferTotalMemory(fromEmpty bool) int64 {
 		if e.Action != snapshot.ActionSegmentMap {
 			continue
 		}
-		k := mapKey(i, e)
+		k, known := r.mapKeyOf(i, e)
 		for bk, b := range mapped {
-			if bk != k && b < e.Addr {
+			if poolsUnnamed && bk.stream == k.stream && bk.small == k.small && (!known || bk.pool.IsDefault()) {
+				// Either may be a map of the other's pool, in its
+				// reservation (a default-pools key holds the maps no
+				// final segment names).
+				continue
+			}
+			if bk != key(k) && b < e.Addr {
 				bound(int64(e.Addr-b), pageOf(bk))
 			}
 		}
@@ -565,6 +622,37 @@ type walkedReservation struct {
 	base   uint64
 	key    any // inferTotalMemory's (stream, pool kind, pool id)
 	mapped int64
+	// known: its key's pool is known (a map of it in a final segment);
+	// maps: the segment_map entries in it.
+	known bool
+	maps  []int
+}
+
+// reservationKey is a segment_map's reservation key (inferTotalMemory).
+type reservationKey struct {
+	stream int64
+	small  bool
+	pool   snapshot.PoolID
+}
+
+// mapKeyOf is the reservation key of the segment_map at entry i: its
+// stream, its pool kind and its private pool (pool_id, or that of the
+// final segment holding it), and whether that pool is known: a trace
+// that names no pool says it only for a map a final segment covers (the
+// others get the default pools).
+func (r *Replay) mapKeyOf(i int, e snapshot.TraceEntry) (reservationKey, bool) {
+	k := reservationKey{stream: r.streams.of(&e), small: r.mapIsSmall(i)}
+	if r.snap.Features.TracePoolID {
+		k.pool = r.snap.Context(&e).Pool
+		return k, true
+	}
+	if n := sort.Search(len(r.final), func(x int) bool { return r.final[x].Address > e.Addr }); n > 0 {
+		if f := r.final[n-1]; f.Expandable && e.Addr < f.End() {
+			k.pool = f.PoolID
+			return k, true
+		}
+	}
+	return k, false
 }
 
 type mappedRange struct {
@@ -1645,7 +1733,9 @@ type callPools struct {
 	capturingEmptyCache map[int]bool
 }
 
-func findCallPools(s *snapshot.Snapshot, tr *snapshot.Trace, final []*snapshot.Segment) callPools {
+// mapPools (inferTotalMemory) names the pool of maps no final segment
+// covers, from the reservation they share with one that one covers.
+func findCallPools(s *snapshot.Snapshot, tr *snapshot.Trace, final []*snapshot.Segment, mapPools map[int]snapshot.PoolID) callPools {
 	cp := callPools{call: map[int]snapshot.PoolID{}, seg: map[int]snapshot.PoolID{}, released: map[int]snapshot.PoolID{}, guess: map[int]bool{}, capturingEmptyCache: map[int]bool{}}
 	for _, f := range final {
 		cp.any = cp.any || !f.PoolID.IsDefault()
@@ -1701,6 +1791,8 @@ func findCallPools(s *snapshot.Snapshot, tr *snapshot.Trace, final []*snapshot.S
 			// Expandable reservations belong to one pool for their life.
 			if f := finalAt(e.Addr); f != nil && f.Expandable {
 				cp.seg[i] = f.PoolID
+			} else if id, ok := mapPools[i]; ok {
+				cp.seg[i] = id
 			}
 		}
 	}
