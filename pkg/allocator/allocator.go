@@ -294,7 +294,7 @@ func (a *Allocator) gcEnabled() bool {
 // of 2.1-2.3 cudaMallocs for private pools: "checkpointing logic for
 // private pools doesn't support the expandable_segments_ structure yet").
 func (a *Allocator) expandableFor(pool *blockPool) bool {
-	return a.expandableOn() && (pool.owner == nil || a.v.privatePoolsExpandable())
+	return a.expandableOn() && (pool.owner == nil || a.v.PrivatePoolsExpandable())
 }
 
 // expandableOn: the expandable_segments option is on (and the version has

@@ -144,9 +144,9 @@ func (v Version) hasSkipActions() bool { return v >= V2_9 }
 // #131152); before, private pools come from CUDA-graph capture only.
 func (v Version) HasMemPool() bool { return v >= V2_5 }
 
-// privatePoolsExpandable: from 2.4 alloc_block maps expandable segments
+// PrivatePoolsExpandable: from 2.4 alloc_block maps expandable segments
 // for private pools too (2.1-2.3 excluded them with !owner_PrivatePool).
-func (v Version) privatePoolsExpandable() bool { return v >= V2_4 }
+func (v Version) PrivatePoolsExpandable() bool { return v >= V2_4 }
 
 // CapturesGuardEmptyCache: 2.9's release_cached_blocks leaves the default
 // pools alone while a capture is underway (only freeable private pools

@@ -403,16 +403,14 @@ func (r *Replay) inferTotalMemory(fromEmpty bool) int64 {
 	// mapKey is the reservation key of the segment_map at entry i: its
 	// stream, its pool kind and its private pool (pool_id, or that of
 	// the final segment holding it).
-	mapKey := func(i int, e snapshot.TraceEntry) key {
-		k, _ := r.mapKeyOf(i, e)
-		return key(k)
-	}
 	// poolsUnnamed: a trace that names no pool (before 2.9) of a
-	// recording with private pools. A map no final segment covers may
+	// recording with private pools, which map expandable segments of
+	// their own (2.4+; before, every map is the default pools'). A map
+	// no final segment covers may
 	// then be any pool's: mapKey gives it the default pools, and the
 	// reservation walk lets it join a reservation of its stream and kind
 	// whatever that one's pool (the pool a map has is its reservation's).
-	poolsUnnamed := !r.snap.Features.TracePoolID && slices.ContainsFunc(r.final, func(f *snapshot.Segment) bool { return !f.PoolID.IsDefault() })
+	poolsUnnamed := !r.snap.Features.TracePoolID && r.cfg.Version.PrivatePoolsExpandable() && slices.ContainsFunc(r.final, func(f *snapshot.Segment) bool { return !f.PoolID.IsDefault() })
 	firstMap := map[key]int{}
 	// The passes over segment_map entries are skipped where there is none.
 	hasMaps := r.trace.Count(snapshot.ActionSegmentMap) > 0
@@ -424,7 +422,7 @@ func (r *Replay) inferTotalMemory(fromEmpty bool) int64 {
 			continue
 		}
 		largestMap = max(largestMap, e.Size)
-		k := mapKey(i, e)
+		k, _ := r.mapKeyOf(i, e)
 		if _, ok := bases[k]; !ok {
 			bases[k] = e.Addr
 			firstMap[k] = i
