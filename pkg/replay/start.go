@@ -52,38 +52,19 @@ type startState struct {
 	freeStacksAreAllocStacks bool
 }
 
-// freesCarryAllocationStacks reports whether the trace's free entries carry
-// the stack of the allocation they free. PyTorch records the free-time
-// stack on free entries only with context="all"; otherwise a free repeats
-// the allocation's stack. The trace does not say which context was used,
-// so this looks at the allocations made and freed inside the window: only
+// Whether the trace's free entries carry the stack of the allocation they
+// free: PyTorch records the free-time stack on free entries only with
+// context="all"; otherwise a free repeats the allocation's stack. The
+// trace does not say which context was used, so the touch scan looks at
+// the allocations made and freed inside the window (touchScan.pair): only
 // if every one of their free entries carries the alloc's own stack does a
 // first-event free (a block allocated before recording) name where that
 // block was allocated; otherwise its stack is where it was freed and must
 // not be charged as an allocation site. (A strict test: with "all", a
 // tensor freed in the function that made it repeats the stack too — 73%
-// of the pairs in one published trace.)
-func freesCarryAllocationStacks(tr *snapshot.Trace) bool {
-	var allocStack addrMap
-	same, pairs := 0, 0
-	for _, e := range tr.All() {
-		switch e.Action {
-		case snapshot.ActionAlloc:
-			allocStack.put(e.Addr, uint32(e.Stack))
-		case snapshot.ActionFreeRequested, snapshot.ActionFree:
-			if st, ok := allocStack.get(e.Addr); ok {
-				pairs++
-				if snapshot.StackID(st) == e.Stack {
-					same++
-				}
-				allocStack.del(e.Addr)
-			}
-		}
-	}
-	// With no pairs to judge by, assume _record_memory_history's default
-	// context, "all": free entries hold free-time stacks.
-	return pairs > 0 && same == pairs
-}
+// of the pairs in one published trace.) With no pairs to judge by, it
+// assumes _record_memory_history's default context, "all": free entries
+// hold free-time stacks.
 
 type seedReservation struct {
 	base   uint64
@@ -195,16 +176,25 @@ func segmentPoolOfSize(size int64) snapshot.Pool {
 }
 
 // touchScan is one half of the pass that finds the addresses the trace
-// allocates or frees blocks at.
+// allocates or frees blocks at; the same pass pairs each half's
+// allocations with their frees (which stacks free entries carry), and the
+// first half also hands every segment event to a callback: one decode of
+// the trace per core, not one per question.
 type touchScan struct {
 	set   addrMap
 	freed []firstFree // frees that are their address's first event
+	// allocStack holds the stack of each live allocation; same of pairs
+	// allocation-free pairs carried the allocation's stack on the free.
+	allocStack  addrMap
+	same, pairs int
 }
 
 // scan covers the addresses of the given shard (0 or 1): a hash bit
 // independent of the one addrMap places keys by, so that each half's
-// table fills evenly.
-func (t *touchScan) scan(tr *snapshot.Trace, shard uint64) {
+// table fills evenly. An address's entries all fall in one shard, so
+// the halves' pairs add up to the whole trace's. segment, if not nil, is
+// called for each segment event in trace order.
+func (t *touchScan) scan(tr *snapshot.Trace, shard uint64, segment func(i int, e snapshot.TraceEntry)) {
 	// Every address is new at most once per allocation at it (or first
 	// freed): sizing the set for the allocations spares it the rehashing
 	// of doubling, a third of the pass on a trace of millions. The hash
@@ -221,6 +211,28 @@ func (t *touchScan) scan(tr *snapshot.Trace, shard uint64) {
 			if t.set.put(e.Addr, 0) && e.Action != snapshot.ActionAlloc {
 				t.freed = append(t.freed, firstFree{i, e})
 			}
+			t.pair(&e)
+		case snapshot.ActionSegmentAlloc, snapshot.ActionSegmentFree, snapshot.ActionSegmentMap, snapshot.ActionSegmentUnmap:
+			if segment != nil {
+				segment(i, e)
+			}
+		}
+	}
+}
+
+// pair notes an allocation's stack, or compares a free's with the stack
+// of the allocation it frees.
+func (t *touchScan) pair(e *snapshot.TraceEntry) {
+	switch e.Action {
+	case snapshot.ActionAlloc:
+		t.allocStack.put(e.Addr, uint32(e.Stack))
+	case snapshot.ActionFreeRequested, snapshot.ActionFree:
+		if st, ok := t.allocStack.get(e.Addr); ok {
+			t.pairs++
+			if snapshot.StackID(st) == e.Stack {
+				t.same++
+			}
+			t.allocStack.del(e.Addr)
 		}
 	}
 }
@@ -229,18 +241,6 @@ func (t *touchScan) scan(tr *snapshot.Trace, shard uint64) {
 // resSize gives an expandable reservation's size for a page size.
 func reconstructStart(cfg allocator.Config, tr *snapshot.Trace, streams streamTable, final []*snapshot.Segment, resSize func(page int64) int64) startState {
 	st := startState{exact: make(map[uint64]bool)}
-	// Which stacks free entries carry is judged on a pass of its own, on
-	// another core while this one scans the trace.
-	carry := make(chan bool, 1)
-	go func() { carry <- freesCarryAllocationStacks(tr) }()
-	// The addresses blocks are allocated or freed at, and the frees that
-	// are an address's first event, come from a pass over the trace split
-	// in two by address, each half on its own core: the lookups of
-	// millions of addresses are the bulk of rebuilding the start.
-	var shards [2]touchScan
-	done := make(chan struct{})
-	go func() { shards[1].scan(tr, 1); close(done) }()
-	shards[0].scan(tr, 0)
 	created := make(map[uint64]int64) // cudaMalloc'd in the trace and still live
 	type freedSeg struct {
 		seg     snapshot.Segment
@@ -253,7 +253,7 @@ func reconstructStart(cfg allocator.Config, tr *snapshot.Trace, streams streamTa
 		stream int64
 	}
 	var preMapped []preRange
-	for i, e := range tr.All() {
+	segment := func(i int, e snapshot.TraceEntry) {
 		switch e.Action {
 		case snapshot.ActionSegmentAlloc:
 			created[e.Addr] = e.Size
@@ -274,8 +274,19 @@ func reconstructStart(cfg allocator.Config, tr *snapshot.Trace, streams streamTa
 			mapped.remove(e.Addr, e.Addr+uint64(e.Size))
 		}
 	}
-	st.freeStacksAreAllocStacks = <-carry
+	// The addresses blocks are allocated or freed at, the frees that are
+	// an address's first event and the stacks free entries carry come
+	// from a pass over the trace split in two by address, each half on
+	// its own core (the lookups of millions of addresses are the bulk of
+	// rebuilding the start); this core's half also follows the segments.
+	var shards [2]touchScan
+	done := make(chan struct{})
+	go func() { shards[1].scan(tr, 1, nil); close(done) }()
+	shards[0].scan(tr, 0, segment)
 	<-done
+	pairs := shards[0].pairs + shards[1].pairs
+	st.freeStacksAreAllocStacks = pairs > 0 && shards[0].same+shards[1].same == pairs
+	shards[0].allocStack, shards[1].allocStack = addrMap{}, addrMap{} // garbage from here on
 	freed := append(shards[0].freed, shards[1].freed...)
 	sort.Slice(freed, func(i, j int) bool { return freed[i].e.Addr < freed[j].e.Addr })
 	touchedSorted := make([]uint64, 0, shards[0].set.len()+shards[1].set.len())
