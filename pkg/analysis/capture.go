@@ -37,6 +37,10 @@ type Want struct {
 	// was live and nothing else (FindPeak: peak, diff). Describe, Segments
 	// and an oom's free space need every block.
 	LiveOnly bool
+	// RuntimeSettings replays with replay.Options.RuntimeSettings (the
+	// program changed allocator settings at runtime: --runtime-settings),
+	// this replay and any the Replayed runs again.
+	RuntimeSettings bool
 }
 
 // capturer takes the wanted states during the replay. Entries named by

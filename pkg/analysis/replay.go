@@ -50,6 +50,9 @@ type Replayed struct {
 	firstFree map[uint64]snapshot.StackID
 	// prefetched holds the states Prefetch captured, by entry index.
 	prefetched map[int]*State
+	// runtimeSettings: replayed with replay.Options.RuntimeSettings
+	// (Want), as a replay again must be.
+	runtimeSettings bool
 }
 
 // Replay replays one device of a snapshot.
@@ -103,7 +106,8 @@ func ReplayObservedFor(s *snapshot.Snapshot, device int, want Want, start func(a
 		}()
 		c = newCapturer(rp, trace, want)
 	}()
-	r, err := replay.New(s, replay.Options{Device: device, OnEvent: func(i int, e snapshot.TraceEntry, a *allocator.Allocator) {
+	rp.runtimeSettings = want.RuntimeSettings
+	r, err := replay.New(s, replay.Options{Device: device, RuntimeSettings: want.RuntimeSettings, OnEvent: func(i int, e snapshot.TraceEntry, a *allocator.Allocator) {
 		switch {
 		case rp.Allocated != nil:
 			al, re := a.AllocatedReserved()
@@ -401,7 +405,7 @@ func (c *StateCursor) At(i int) (*State, error) {
 		// or the two would be live at once.
 		c.r = nil
 		c.allocIdx = map[uint64]int{}
-		r, err := replay.New(rp.Snap, replay.Options{Device: rp.Device, OnEvent: func(i int, e snapshot.TraceEntry, a *allocator.Allocator) {
+		r, err := replay.New(rp.Snap, replay.Options{Device: rp.Device, RuntimeSettings: rp.runtimeSettings, OnEvent: func(i int, e snapshot.TraceEntry, a *allocator.Allocator) {
 			if e.Action == snapshot.ActionAlloc {
 				c.allocIdx[e.Addr] = i
 			}

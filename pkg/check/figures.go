@@ -145,7 +145,7 @@ type Figures struct {
 
 // boundKeyOf maps a named figure to the memory_stats key whose bound it
 // shares.
-var boundKeyOf = map[string]string{"alloc_retries": "num_alloc_retries"}
+var boundKeyOf = map[string]string{"alloc_retries": "num_alloc_retries", "peak_allocated": "allocated_bytes.all.peak"}
 
 // FiguresOf collects the figures of a replay (a follow replay: the
 // recorded run's own statistics).

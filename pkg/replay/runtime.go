@@ -436,6 +436,27 @@ func (r *Replay) runtimeBounds(pre []allocator.BlockInfo) map[string]Bound {
 		peaks(&alloc)
 		peaks(&active)
 	}
+	// A block live at the end of the trace that the final segments show
+	// free was freed after it (a cut-down file): the reconciliation frees
+	// it, and the freed figures count it.
+	finalActive := map[uint64]bool{}
+	for _, s := range r.final {
+		for _, b := range s.Blocks {
+			if b.State == snapshot.ActiveAllocated || b.State == snapshot.ActivePendingFree {
+				finalActive[b.Address] = true
+			}
+		}
+	}
+	for addr, k := range live {
+		if finalActive[addr] {
+			continue
+		}
+		sr := &ranges[k]
+		if sr.freeReq == -1 {
+			add(&alloc, sr, -1, true)
+		}
+		add(&active, sr, -1, true)
+	}
 
 	out := map[string]Bound{}
 	bound := func(key string, lo, hi int64) {

@@ -79,6 +79,41 @@ func TestSwitchCostOnRealTraces(t *testing.T) {
 			continue // 2.0: nothing to switch
 		}
 		d, h, n := settingDependentSplits(t, snap)
+		// The replay notes its assumption exactly where a figure
+		// depends on it.
+		r, err := New(snap, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := r.Run()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := len(res.Assumptions) > 0; got != (d > 0) {
+			t.Errorf("%s: %d setting-dependent splits, assumption noted %v", name, d, got)
+		}
+		// With --runtime-settings the bounds hold the run without a
+		// switch (one the program may have made), and every other
+		// figure is the same.
+		ro, err := New(snap, Options{RuntimeSettings: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		opt, err := ro.Run()
+		if err != nil {
+			t.Fatal(err)
+		}
+		exact := res.MemoryStatsMap()
+		for k, v := range opt.MemoryStatsMap() {
+			if w, ok := exact[k]; ok && w != v {
+				t.Errorf("%s: %s is %d with --runtime-settings, %d without", name, k, v, w)
+			}
+		}
+		for k, b := range opt.Bounds {
+			if w, ok := exact[k]; ok && !b.Contains(w) {
+				t.Errorf("%s: --runtime-settings bound %s of %s does not hold the unswitched run's %d", name, b, k, w)
+			}
+		}
 		t.Logf("%s (%s): %d of %d large-pool cache hits (%d allocations) split differently with expandable_segments switched", name, GuessVersion(snap), d, h, n)
 		dep, hits, allocs, files = dep+d, hits+h, allocs+n, files+1
 		if d > 0 {

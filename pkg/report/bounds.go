@@ -22,12 +22,16 @@ func BoundCell(b replay.Bound) Cell {
 }
 
 // BoundNotes are the notes under a replay's figures: one line per
-// bounded figure, saying why it is a bound.
+// bounded figure, saying why it is a bound, then one per assumption the
+// exact figures make (replay.Result.Assumptions).
 func BoundNotes(res *replay.Result) []string {
 	var out []string
 	for _, k := range replay.BoundKeys(res.Bounds) {
 		b := res.Bounds[k]
 		out = append(out, fmt.Sprintf("%s is a bound (%s), not an exact figure: %s.", k, b.Format(Size), b.Reason))
+	}
+	for _, a := range res.Assumptions {
+		out = append(out, a+".")
 	}
 	return out
 }

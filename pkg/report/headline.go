@@ -32,6 +32,11 @@ type Headline struct {
 	// NoTrace is true when the snapshot has no trace: the peaks are at
 	// least the final state's figures, nothing more is known.
 	NoTrace bool `json:"no_trace,omitempty"`
+	// PeakAllocatedBound is allocated_bytes.all.peak's bound where the
+	// recording does not determine block sizes (a runtime settings
+	// switch): PeakAllocated and the figures at it are then the replay's
+	// choice within it.
+	PeakAllocatedBound *replay.Bound `json:"peak_allocated_bound,omitempty"`
 }
 
 func (h Headline) String() string {
@@ -46,6 +51,11 @@ func (h Headline) String() string {
 		}
 		s = fmt.Sprintf("peak allocated %s, peak reserved %s; %s", Size(h.PeakAllocated), Size(h.PeakReserved),
 			strings.Replace(UnusedText(h.AtPeak), "at the allocated peak", "at the allocated peak ("+at+")", 1))
+		if b := h.PeakAllocatedBound; b != nil {
+			b.Bytes = true
+			s = fmt.Sprintf("peak allocated %s (a bound: block sizes are known within bounds), peak reserved %s; %s, with the block sizes the replay chose",
+				b.Format(Size), Size(h.PeakReserved), strings.Replace(UnusedText(h.AtPeak), "at the allocated peak", "at the allocated peak ("+at+")", 1))
+		}
 	}
 	if h.Partial && !h.NoTrace {
 		s += " (over the recorded window only: the trace starts mid-run)"

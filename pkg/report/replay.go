@@ -15,7 +15,12 @@ import (
 
 // HeadlineOf is the headline of a replay.
 func HeadlineOf(res *replay.Result) Headline {
+	var peak *replay.Bound
+	if b, ok := res.Bounds["allocated_bytes.all.peak"]; ok {
+		peak = &b
+	}
 	return Headline{
+		PeakAllocatedBound: peak,
 		PeakAllocated:      res.PeakAllocated.Bytes,
 		PeakReserved:       res.PeakReserved.Bytes,
 		PeakAllocatedEntry: res.PeakAllocated.Index,

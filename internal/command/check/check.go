@@ -45,6 +45,10 @@ type Options struct {
 	Jobs   int
 	Output command.OutputFlags
 	Format report.Format
+	// RuntimeSettings: the program changed allocator settings at runtime
+	// (--runtime-settings): the figures a switch could change are bounds,
+	// and a rule on one passes only if its whole bound does.
+	RuntimeSettings bool
 
 	// Resolved: the rules in order (rules file first) and the baseline
 	// of each file (nil entries: none).
@@ -144,6 +148,7 @@ stderr with --json).`,
 	fl.StringVar(&opts.ConfigFile, "config", "", "rules file (default: ./"+check.DefaultConfigFile+" when no rule is given)")
 	fl.StringVar(&opts.JUnit, "junit", "", "also write the results as JUnit XML to this file")
 	fl.IntVar(&opts.Device, "device", -1, "check only this device (default: every device with segments or a trace)")
+	command.AddRuntimeSettingsFlag(cmd, &opts.RuntimeSettings)
 	command.AddOutputFlags(cmd, &opts.Output, report.Text, report.JSON, report.Markdown)
 	return cmd
 }
@@ -217,6 +222,9 @@ type replayed struct {
 	devices []int
 	figures map[int]*check.Figures
 	partial map[int]bool
+	// assumptions: what each device's exact figures assume
+	// (replay.Result.Assumptions).
+	assumptions map[int][]string
 	// warnings go to stderr in file order.
 	warnings []string
 }
@@ -226,7 +234,7 @@ type replayed struct {
 // order and returns the first failing file's error.
 func (o *Options) loadAll(files []string) ([]*replayed, error) {
 	reps, err := parallel.Map(files, parallel.Options{Jobs: o.Jobs}, func(_ int, fn string) (*replayed, error) {
-		return load(fn)
+		return load(fn, o.RuntimeSettings)
 	})
 	for _, r := range reps {
 		if r != nil {
@@ -238,17 +246,17 @@ func (o *Options) loadAll(files []string) ([]*replayed, error) {
 	return reps, err
 }
 
-func load(fn string) (*replayed, error) {
+func load(fn string, runtimeSettings bool) (*replayed, error) {
 	snap, err := snapshot.Load(fn)
 	if err != nil {
 		return nil, err
 	}
-	out := &replayed{figures: map[int]*check.Figures{}, partial: map[int]bool{}, warnings: command.WarningLines(fn, snap)}
+	out := &replayed{figures: map[int]*check.Figures{}, partial: map[int]bool{}, assumptions: map[int][]string{}, warnings: command.WarningLines(fn, snap)}
 	for d := range snap.Devices() {
 		if snap.Trace(d).Len() == 0 && len(snap.DeviceSegments(d)) == 0 {
 			continue
 		}
-		r, err := replay.New(snap, replay.Options{Device: d})
+		r, err := replay.New(snap, replay.Options{Device: d, RuntimeSettings: runtimeSettings})
 		if err != nil {
 			return nil, fmt.Errorf("%s: device %d: %w", fn, d, err)
 		}
@@ -259,6 +267,7 @@ func load(fn string) (*replayed, error) {
 		out.devices = append(out.devices, d)
 		out.figures[d] = check.FiguresOf(res)
 		out.partial[d] = res.History.Coverage == replay.CoveragePartial
+		out.assumptions[d] = res.Assumptions
 	}
 	if len(out.devices) == 0 {
 		return nil, fmt.Errorf("%s: no device has segments or a trace: nothing to check", fn)
@@ -288,7 +297,8 @@ func ints(ns []int) string {
 // checked is one device's outcomes and what the figures cover.
 type checked struct {
 	*check.Device
-	Partial bool
+	Partial     bool
+	Assumptions []string
 }
 
 func runCheck(opts *Options) error {
@@ -337,7 +347,7 @@ func runCheck(opts *Options) error {
 			if err != nil {
 				return err
 			}
-			results = append(results, checked{dev, rep.partial[d]})
+			results = append(results, checked{dev, rep.partial[d], rep.assumptions[d]})
 		}
 		if !found {
 			return fmt.Errorf("%s: device %d has no segments and no trace", fn, opts.Device)
@@ -402,12 +412,20 @@ func writeText(w io.Writer, format report.Format, results []checked, total, fail
 		} else {
 			fmt.Fprintln(w, report.Escape(title))
 		}
+		var notes []string
 		if r.Partial {
-			note := "history: partial: the trace starts mid-run, so peaks are over the recorded window only"
+			notes = append(notes, "history: partial: the trace starts mid-run, so peaks are over the recorded window only")
+		}
+		if gatesOnSplits(r.Device) {
+			for _, a := range r.Assumptions {
+				notes = append(notes, "note: "+a+".")
+			}
+		}
+		for _, note := range notes {
 			if md {
-				fmt.Fprintf(w, "%s\n\n", note)
+				fmt.Fprintf(w, "%s\n\n", report.Escape(note))
 			} else {
-				fmt.Fprintln(w, note)
+				fmt.Fprintln(w, report.Escape(note))
 			}
 		}
 		if !md {
@@ -420,6 +438,25 @@ func writeText(w io.Writer, format report.Format, results []checked, total, fail
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, report.Escape(summary(total, failed, results)))
 	return nil
+}
+
+// gatesOnSplits reports whether a rule of d reads a figure that depends
+// on how large-pool blocks were split (replay.Result.Assumptions): the
+// allocated and active bytes' peaks and totals, inactive_split, and the
+// figures at the peak of allocated memory. The final state pins the
+// current values.
+func gatesOnSplits(d *check.Device) bool {
+	for _, o := range d.Outcomes {
+		k := o.Rule.Key
+		switch {
+		case k == "peak_allocated", strings.HasSuffix(k, "_at_peak"), k == "fragmentation":
+			return true
+		case strings.HasSuffix(k, ".current"):
+		case strings.HasPrefix(k, "allocated_bytes."), strings.HasPrefix(k, "active_bytes."), strings.HasPrefix(k, "inactive_split"):
+			return true
+		}
+	}
+	return false
 }
 
 // summary is the last line: the verdict and the counts.
@@ -509,6 +546,9 @@ type jsonDevice struct {
 	Results      []jsonOutcome `json:"results"`
 	// Bounds are the figures the snapshot does not determine.
 	Bounds map[string]replay.Bound `json:"bounds"`
+	// Assumptions are what the exact figures assume that the recording
+	// does not show (absent when none).
+	Assumptions []string `json:"assumptions,omitempty"`
 }
 
 func jsonResults(opts *Options, results []checked, total, failed int) any {
@@ -524,7 +564,7 @@ func jsonResults(opts *Options, results []checked, total, failed int) any {
 			if r.File != fn {
 				continue
 			}
-			jd := jsonDevice{Device: r.Device.Device, TorchVersion: r.Version, Partial: r.Partial, Passed: r.Failed() == 0, Results: []jsonOutcome{}, Bounds: r.Bounds}
+			jd := jsonDevice{Device: r.Device.Device, TorchVersion: r.Version, Partial: r.Partial, Passed: r.Failed() == 0, Results: []jsonOutcome{}, Bounds: r.Bounds, Assumptions: r.Assumptions}
 			if jd.Bounds == nil {
 				jd.Bounds = map[string]replay.Bound{}
 			}

@@ -40,6 +40,9 @@ type Options struct {
 	Stacks    bool
 	AllStats  bool
 	AllFrames bool
+	// RuntimeSettings: the programs changed allocator settings at
+	// runtime (--runtime-settings, analysis.Want.RuntimeSettings).
+	RuntimeSettings bool
 }
 
 // NewCmdDiff returns the diff command. runF replaces runDiff in tests of
@@ -104,6 +107,7 @@ itself shows no change.`,
 	fl.IntVar(&opts.Jobs, "jobs", 0, "pairs of snapshots to compare at once (0: one per CPU, within the available memory)")
 	command.AddDeviceFlag(cmd, &opts.Device)
 	command.AddAllFramesFlag(cmd, &opts.AllFrames)
+	command.AddRuntimeSettingsFlag(cmd, &opts.RuntimeSettings)
 	command.AddOutputFlags(cmd, &opts.Output, report.Text, report.JSON, report.Markdown)
 	return cmd
 }
@@ -128,7 +132,7 @@ func (o *Options) deviceSide(s *side, device int) (*analysis.DiffSide, string, e
 	if !slices.Contains(command.DevicesWithData(s.snap), device) {
 		return nil, "", nil
 	}
-	rp, err := command.ReplayDeviceFor(o.IO.ErrOut, s.file, s.snap, device, analysis.Want{PeakAllocated: true, CompactFigures: true, LiveOnly: true})
+	rp, err := command.ReplayDeviceFor(o.IO.ErrOut, s.file, s.snap, device, analysis.Want{PeakAllocated: true, CompactFigures: true, LiveOnly: true, RuntimeSettings: o.RuntimeSettings})
 	if err != nil {
 		return nil, "", err
 	}
@@ -140,8 +144,11 @@ func (o *Options) deviceSide(s *side, device int) (*analysis.DiffSide, string, e
 }
 
 type deviceDiff struct {
-	d                 *analysis.DeviceDiff
-	vBefore, vAfter   string
+	d               *analysis.DeviceDiff
+	vBefore, vAfter string
+	// aBefore, aAfter: what each side's exact figures assume
+	// (replay.Result.Assumptions).
+	aBefore, aAfter   []string
 	grew, shrank      []analysis.StackDelta
 	reshaped, unmoved int
 }
@@ -268,6 +275,12 @@ func compare(opts *Options) ([]deviceDiff, error) {
 			}
 		}
 		dd := deviceDiff{d: analysis.DiffDevices(d, b, a), vBefore: vb, vAfter: va}
+		if b != nil {
+			dd.aBefore = b.Replayed.Result.Assumptions
+		}
+		if a != nil {
+			dd.aAfter = a.Replayed.Result.Assumptions
+		}
 		for _, s := range dd.d.Stacks {
 			switch {
 			case s.Delta() > 0:
@@ -307,6 +320,14 @@ func writeText(opts *Options, devices []deviceDiff) error {
 			doc.Line("no change: the same memory_stats, the same memory live at the peak by stack and block size, and the same segments")
 		} else if note := coverageNote(d); note != "" {
 			doc.Line("%s", note)
+		}
+		for _, side := range []struct {
+			name string
+			as   []string
+		}{{"before", dd.aBefore}, {"after", dd.aAfter}} {
+			for _, a := range side.as {
+				doc.Line("note (%s): %s.", side.name, a)
+			}
 		}
 		var key, other []analysis.Figure
 		differ := 0
@@ -434,6 +455,10 @@ type jsonDevice struct {
 	Stacks              []jsonStack             `json:"stacks"`
 	UnchangedStacks     int                     `json:"unchanged_stacks"`
 	Segments            []analysis.SegmentDelta `json:"segments"`
+	// AssumptionsBefore and AssumptionsAfter are what each side's exact
+	// figures assume that its recording does not show (absent when none).
+	AssumptionsBefore []string `json:"assumptions_before,omitempty"`
+	AssumptionsAfter  []string `json:"assumptions_after,omitempty"`
 }
 
 // jsonDiff is one pair's result: File is the snapshot compared with
@@ -447,6 +472,7 @@ func jsonDiff(opts *Options, devices []deviceDiff) report.FileResult {
 			Same: d.Same(), CoverageBefore: d.CoverageBefore, CoverageAfter: d.CoverageAfter, MemoryStats: d.Figures, FragmentationBefore: d.UnusedBefore.Fragmentation,
 			FragmentationAfter: d.UnusedAfter.Fragmentation, UnusedBefore: d.UnusedBefore, UnusedAfter: d.UnusedAfter, PeakBefore: d.PeakBefore, PeakAfter: d.PeakAfter,
 			Stacks: []jsonStack{}, UnchangedStacks: d.Unchanged, Segments: d.Segments,
+			AssumptionsBefore: dd.aBefore, AssumptionsAfter: dd.aAfter,
 		}
 		if jd.Segments == nil {
 			jd.Segments = []analysis.SegmentDelta{}

@@ -32,6 +32,10 @@ type Options struct {
 	TorchVersion string
 	WhatIf       bool
 	Device       int
+	// RuntimeSettings: the program changed allocator settings at runtime
+	// (--runtime-settings): the follow replay's figures a switch could
+	// change are bounds.
+	RuntimeSettings bool
 
 	// Resolved from the flags.
 	conf     *string
@@ -91,6 +95,7 @@ decimal ones (KB, MB, GB): 24GiB, 24G, 80GB, 512MiB.`,
 	fl.StringVar(&opts.TorchVersion, "torch-version", "", "PyTorch release whose allocator rules to apply (default: guessed from the file's format)")
 	fl.BoolVar(&opts.WhatIf, "what-if", false, "simulate with the recorded settings but claim no fidelity")
 	fl.IntVar(&opts.Device, "device", -1, "replay only this device (default: every device with segments or a trace)")
+	command.AddRuntimeSettingsFlag(cmd, &opts.RuntimeSettings)
 	command.AddOutputFlags(cmd, &opts.Output, report.Text, report.JSON, report.Markdown)
 	return cmd
 }
@@ -159,7 +164,7 @@ func runReplay(opts *Options) error {
 		if opts.Device >= 0 && d != opts.Device || snap.Trace(d).Len() == 0 && len(snap.DeviceSegments(d)) == 0 {
 			continue
 		}
-		rec, sim, err := replayPair(snap, replay.Options{Device: d, Version: v, KeepStart: true},
+		rec, sim, err := replayPair(snap, replay.Options{Device: d, Version: v, KeepStart: true, RuntimeSettings: opts.RuntimeSettings},
 			replay.Options{Device: d, Version: v, Mode: replay.WhatIf, Config: cfg, Capacity: opts.capacity})
 		if err != nil {
 			return fmt.Errorf("%s: device %d: %w", opts.File, d, err)
@@ -243,13 +248,16 @@ type jsonDevice struct {
 	// Bounds are the recorded figures the snapshot does not determine
 	// (not in Recorded); the simulated column is exact for the
 	// simulation.
-	Bounds       map[string]replay.Bound `json:"bounds"`
-	Simulated    map[string]int64        `json:"simulated"`
-	Segments     pair                    `json:"segments_created"`
-	PeakAlloc    pair                    `json:"peak_allocated"`
-	PeakReserved pair                    `json:"peak_reserved"`
-	Fidelity     *jsonFidelity           `json:"fidelity"`
-	OOMs         pair                    `json:"ooms"`
+	Bounds map[string]replay.Bound `json:"bounds"`
+	// Assumptions are what the recorded column's exact figures assume
+	// that the recording does not show (absent when none).
+	Assumptions  []string         `json:"assumptions,omitempty"`
+	Simulated    map[string]int64 `json:"simulated"`
+	Segments     pair             `json:"segments_created"`
+	PeakAlloc    pair             `json:"peak_allocated"`
+	PeakReserved pair             `json:"peak_reserved"`
+	Fidelity     *jsonFidelity    `json:"fidelity"`
+	OOMs         pair             `json:"ooms"`
 }
 
 type jsonFidelity struct {
@@ -273,6 +281,7 @@ func jsonReplay(opts *Options, devices []deviceReplay) any {
 			Entries:      rec.History.Entries,
 			Recorded:     rec.MemoryStatsMap(),
 			Bounds:       map[string]replay.Bound{},
+			Assumptions:  rec.Assumptions,
 			Simulated:    sim.MemoryStatsMap(),
 			Segments:     pair{rec.SegmentsCreated, sim.SegmentsCreated},
 			PeakAlloc:    pair{rec.PeakAllocated.Bytes, sim.PeakAllocated.Bytes},

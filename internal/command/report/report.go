@@ -30,6 +30,9 @@ type Options struct {
 	Output string
 	Device int
 	Top    int
+	// RuntimeSettings: the program changed allocator settings at runtime
+	// (--runtime-settings, analysis.Want.RuntimeSettings).
+	RuntimeSettings bool
 }
 
 // NewCmdReport returns the report command. runF replaces runReport in
@@ -76,6 +79,7 @@ and can be attached to an issue or a pull request as it is.`,
 	fl.StringVarP(&opts.Output, "output", "o", "", "HTML file to write")
 	fl.IntVar(&opts.Device, "device", -1, "report only this device (default: every device with segments or a trace)")
 	fl.IntVar(&opts.Top, "top", 15, "stacks to list live at the peak")
+	command.AddRuntimeSettingsFlag(cmd, &opts.RuntimeSettings)
 	return cmd
 }
 
@@ -169,7 +173,7 @@ func device(snap *snapshot.Snapshot, d int, opts *Options) (htmlreport.Device, *
 	// The states reportStates asks for, captured during the same replay.
 	// The figures after each entry in 4 bytes an entry, not 16 (the view's
 	// model keeps its own as compact).
-	want := analysis.Want{PeakAllocated: true, OOMs: true, CompactFigures: true}
+	want := analysis.Want{PeakAllocated: true, OOMs: true, CompactFigures: true, RuntimeSettings: opts.RuntimeSettings}
 	if snap.Trace(d).Len() > 0 {
 		if tl, tlErr = timeline.NewBuilder(snap, timeline.Options{Device: d}); tlErr == nil {
 			each = tl.Observe

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -25,15 +26,15 @@ const schemaFile = "../../../docs/output.schema.json"
 // hold: key is the command, each run the arguments after it (FILE and
 // OTHER stand for two snapshots).
 var jsonRuns = map[string][][]string{
-	"stats":    {{"FILE"}, {"FILE", "OTHER"}, {"--summary", "FILE", "OTHER"}},
+	"stats":    {{"FILE"}, {"FILE", "OTHER"}, {"--summary", "FILE", "OTHER"}, {"--runtime-settings", "FILE"}},
 	"peak":     {{"FILE"}, {"--by", "file", "--stacks", "FILE"}},
 	"oom":      {{"FILE"}, {"--stacks", "FILE"}},
 	"segments": {{"FILE"}, {"--at", "peak", "FILE"}},
 	"trace":    {{"FILE"}, {"--action", "alloc", "--all-frames", "FILE"}},
-	"diff":     {{"FILE", "OTHER"}, {"--stacks", "FILE", "OTHER", "OTHER", "FILE"}},
-	"replay":   {{"FILE"}, {"--alloc-conf", "expandable_segments:True", "FILE"}},
+	"diff":     {{"FILE", "OTHER"}, {"--stacks", "FILE", "OTHER", "OTHER", "FILE"}, {"--runtime-settings", "FILE", "OTHER"}},
+	"replay":   {{"FILE"}, {"--alloc-conf", "expandable_segments:True", "FILE"}, {"--runtime-settings", "FILE"}},
 	"advise":   {{"FILE"}},
-	"check":    {{"--max", "ooms=0", "FILE"}, {"--max", "peak_reserved=1GB", "FILE", "OTHER"}},
+	"check":    {{"--max", "ooms=0", "FILE"}, {"--max", "peak_reserved=1GB", "FILE", "OTHER"}, {"--runtime-settings", "--max", "peak_allocated=1GB", "FILE"}},
 }
 
 // TestEveryJSONCommandHasASchemaTest: each command with --json is in
@@ -72,7 +73,10 @@ func TestJSONMatchesSchema(t *testing.T) {
 	// graph's pool holds free memory.
 	graphs, _ := fixture.RecordFile(t, "cuda_graphs.mem", "graphs.pickle", "--torch-version", "2.8")
 	poolOOM, _ := fixture.RecordFile(t, "pool_oom.mem", "pool_oom.pickle", "--device-memory", "1GiB")
-	pairs := [][2]string{{recorded, recorded}, {graphs, poolOOM}, {poolOOM, graphs}}
+	// A cache hit whose split decision depends on expandable_segments:
+	// the figures' assumption (without --runtime-settings) or bounds.
+	split, _ := fixture.RecordFile(t, "split_setting.mem", "split.pickle")
+	pairs := [][2]string{{recorded, recorded}, {graphs, poolOOM}, {poolOOM, graphs}, {split, recorded}}
 	if files := realdata.FilesIfPresent(); len(files) > 0 {
 		for _, f := range files {
 			if strings.Contains(f, "Nesta-gitU") {
@@ -114,6 +118,15 @@ func TestJSONMatchesSchema(t *testing.T) {
 					}
 					if !strings.Contains(out, `"command": "`+name+`"`) || !strings.Contains(out, `"schema_version": 1`) {
 						t.Errorf("%v: envelope does not name the command and version:\n%.300s", args, out)
+					}
+					// The assumption is carried where it is made (the split
+					// recording), not where nothing depends on it (the
+					// hand-built one) nor with --runtime-settings.
+					if files[0] == split || files[0] == recorded {
+						assumes := files[0] == split && !slices.Contains(run, "--runtime-settings") && slices.Contains([]string{"stats", "replay", "check", "diff"}, name) && !slices.Contains(run, "--summary")
+						if assumes != strings.Contains(out, `"assumptions`) {
+							t.Errorf("%v: assumptions in the output %v, want %v", args, !assumes, assumes)
+						}
 					}
 				}
 			}

@@ -32,6 +32,9 @@ type Options struct {
 	Jobs int
 	// Summary prints only the table across files (ranks).
 	Summary bool
+	// RuntimeSettings: the program changed allocator settings at runtime
+	// (--runtime-settings, replay.Options.RuntimeSettings).
+	RuntimeSettings bool
 }
 
 // NewCmdStats returns the stats command. runF replaces runStats in tests
@@ -97,6 +100,7 @@ more than one file or device) is the table across them.`,
 	command.AddOutputFlags(cmd, &opts.Output, report.Text, report.JSON, report.Markdown)
 	cmd.Flags().IntVar(&opts.Jobs, "jobs", 0, "files to decode and replay at once (0: one per CPU, within the available memory)")
 	cmd.Flags().BoolVar(&opts.Summary, "summary", false, "print only the table across files (ranks)")
+	command.AddRuntimeSettingsFlag(cmd, &opts.RuntimeSettings)
 	return cmd
 }
 
@@ -143,7 +147,7 @@ func runStats(opts *Options) error {
 		}
 	}
 	files, err := parallel.Map(opts.Files, popts, func(_ int, fn string) (fileStats, error) {
-		return statsOf(fn, spark, loaded)
+		return statsOf(fn, spark, opts.RuntimeSettings, loaded)
 	})
 	// Warnings of the files before a failed one come first, as when the
 	// files are read one after another.
@@ -177,7 +181,7 @@ func runStats(opts *Options) error {
 // trace; the snapshot is dropped when it returns, only the results stay.
 // With spark, it keeps allocated memory after each entry for the
 // sparkline. loaded, when not nil, is told of the snapshot once read.
-func statsOf(fn string, spark bool, loaded func(*snapshot.Snapshot)) (fileStats, error) {
+func statsOf(fn string, spark, runtimeSettings bool, loaded func(*snapshot.Snapshot)) (fileStats, error) {
 	snap, err := snapshot.Load(fn)
 	if err != nil {
 		return fileStats{}, err
@@ -190,7 +194,7 @@ func statsOf(fn string, spark bool, loaded func(*snapshot.Snapshot)) (fileStats,
 		if snap.Trace(d).Len() == 0 && len(snap.DeviceSegments(d)) == 0 {
 			continue
 		}
-		ro := replay.Options{Device: d}
+		ro := replay.Options{Device: d, RuntimeSettings: runtimeSettings}
 		var line []int64
 		if spark {
 			// One value an entry: sized once, so that the heap limit's
@@ -224,10 +228,13 @@ type jsonDevice struct {
 	MemoryStats  map[string]int64 `json:"memory_stats"`
 	// Bounds are the memory_stats figures the snapshot does not
 	// determine (not in MemoryStats): {"min": 3, "max": null}.
-	Bounds    map[string]replay.Bound `json:"bounds"`
-	Headline  report.Headline         `json:"headline"`
-	History   replay.History          `json:"history"`
-	Agreement *replay.Agreement       `json:"agreement"`
+	Bounds map[string]replay.Bound `json:"bounds"`
+	// Assumptions are what the exact figures assume that the recording
+	// does not show (absent when none).
+	Assumptions []string          `json:"assumptions,omitempty"`
+	Headline    report.Headline   `json:"headline"`
+	History     replay.History    `json:"history"`
+	Agreement   *replay.Agreement `json:"agreement"`
 	// PrivatePools: per-pool figures, when the device has private pools.
 	PrivatePools *report.PoolJSON `json:"private_pools,omitempty"`
 }
@@ -250,6 +257,7 @@ func jsonStats(opts *Options, files []fileStats, ranks *ranks, summary bool) any
 				TorchVersion: res.Version,
 				MemoryStats:  res.MemoryStatsMap(),
 				Bounds:       boundsOrEmpty(res.Bounds),
+				Assumptions:  res.Assumptions,
 				Headline:     report.HeadlineOf(res),
 				History:      res.History,
 				Agreement:    res.Agreement,
