@@ -460,7 +460,7 @@ func (r *Replay) runtimeBounds(pre []allocator.BlockInfo) map[string]Bound {
 
 	out := map[string]Bound{}
 	bound := func(key string, lo, hi int64) {
-		out[key] = Bound{Min: lo, Max: &hi, Reason: reason}
+		out[key] = Bound{Min: lo, Max: &hi, Reason: reason, Bytes: true}
 	}
 	for p, pool := range []string{"all", "large_pool"} {
 		for _, f := range []struct {
@@ -482,11 +482,11 @@ func (r *Replay) runtimeBounds(pre []allocator.BlockInfo) map[string]Bound {
 		// least their final value. How many were made and merged over the
 		// run depends on every split.
 		reservedPeak := st.ReservedBytes[pi].Peak
-		out["inactive_split_bytes."+pool+".peak"] = Bound{Min: st.InactiveSplitBytes[pi].Current, Max: &reservedPeak, Reason: reason}
+		out["inactive_split_bytes."+pool+".peak"] = Bound{Min: st.InactiveSplitBytes[pi].Current, Max: &reservedPeak, Reason: reason, Bytes: true}
 		out["inactive_split."+pool+".peak"] = Bound{Min: st.InactiveSplit[pi].Current, Reason: reason}
 		for _, name := range []string{"inactive_split", "inactive_split_bytes"} {
-			out[name+"."+pool+".allocated"] = Bound{Reason: reason}
-			out[name+"."+pool+".freed"] = Bound{Reason: reason}
+			out[name+"."+pool+".allocated"] = Bound{Reason: reason, Bytes: name == "inactive_split_bytes"}
+			out[name+"."+pool+".freed"] = Bound{Reason: reason, Bytes: name == "inactive_split_bytes"}
 		}
 	}
 	return out

@@ -372,7 +372,14 @@ func sideBySide(rec, sim *replay.Result) *report.Table {
 	}
 	count("Segments created (cudaMalloc/map)", rec.SegmentsCreated, sim.SegmentsCreated)
 	count("Segments at the end", int64(rec.FinalSegments), int64(sim.FinalSegments))
-	bytes("Peak allocated", rec.PeakAllocated.Bytes, sim.PeakAllocated.Bytes)
+	if b, ok := rec.Bounds["allocated_bytes.all.peak"]; ok {
+		// Block sizes known within bounds (a runtime settings switch):
+		// its bound, and no change.
+		b.Bytes = true
+		t.Add(report.Str("Peak allocated"), report.BoundCell(b), report.Bytes(sim.PeakAllocated.Bytes), report.Cell{Raw: nil, Text: ""})
+	} else {
+		bytes("Peak allocated", rec.PeakAllocated.Bytes, sim.PeakAllocated.Bytes)
+	}
 	bytes("Peak reserved", rec.PeakReserved.Bytes, sim.PeakReserved.Bytes)
 	share := func(label string, r, s float64) {
 		t.Add(report.Str(label), report.Pct(r), report.Pct(s), report.Cell{Raw: s - r, Text: fmt.Sprintf("%+.1f pt", 100*(s-r))})
