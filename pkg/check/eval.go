@@ -107,7 +107,10 @@ func (o Outcome) Message() string {
 		verdict = "above"
 	}
 	s := fmt.Sprintf("%s is %s, %s the limit of %s", r.Key, u.Format(o.Actual), verdict, u.Format(o.Limit))
-	if b := o.Bound; b != nil {
+	if o.Bound != nil {
+		// Each end in the rule's unit (a size, a share, a count).
+		b := *o.Bound
+		b.Bytes = true
 		switch {
 		case o.Passed:
 			verdict = "within"
@@ -121,7 +124,9 @@ func (o Outcome) Message() string {
 	if r.Kind == MaxIncrease {
 		base := u.Format(o.Baseline)
 		if o.BaselineBound != nil {
-			base = o.BaselineBound.Format(func(v int64) string { return u.Format(float64(v)) }) + ", its lower end taken"
+			bb := *o.BaselineBound
+			bb.Bytes = true
+			base = bb.Format(func(v int64) string { return u.Format(float64(v)) }) + ", its lower end taken"
 		}
 		s += fmt.Sprintf(" (baseline %s + %s; change %s)", base, r.allowance(), o.Change())
 	}

@@ -5,6 +5,7 @@
 package check
 
 import (
+	"maps"
 	"slices"
 	"sort"
 	"sync"
@@ -153,6 +154,21 @@ func FiguresOf(r *replay.Result) *Figures {
 	f := &Figures{Version: r.Version, named: map[string]float64{}, stats: r.MemoryStatsMap(), bounds: r.Bounds}
 	for _, n := range NamedFigures {
 		f.named[n.Name] = n.of(r)
+	}
+	if b, ok := r.Bounds["allocated_bytes.all.peak"]; ok && !b.Exact() {
+		// Block sizes known within bounds (a runtime settings switch):
+		// when allocated memory peaked, and what was unused then, are
+		// the replay's choice. A rule on them passes only if it holds
+		// whatever they were: bytes up to the peak of reserved memory,
+		// shares up to all of it.
+		f.bounds = maps.Clone(r.Bounds)
+		one, reserved := int64(1), r.PeakReserved.Bytes
+		for _, k := range []string{"fragmentation", "unused_at_peak"} {
+			f.bounds[k] = replay.Bound{Max: &one, Reason: b.Reason}
+		}
+		for _, k := range []string{"stranded_bytes_at_peak", "cached_bytes_at_peak", "unused_bytes_at_peak"} {
+			f.bounds[k] = replay.Bound{Max: &reserved, Reason: b.Reason, Bytes: true}
+		}
 	}
 	return f
 }

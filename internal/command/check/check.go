@@ -494,6 +494,12 @@ func outcomeTable(d *check.Device) *report.Table {
 		actual := report.Cell{Raw: o.Actual, Text: u.Format(o.Actual)}
 		if o.Bound != nil {
 			actual = report.BoundCell(*o.Bound)
+			if u == check.Fraction {
+				// A share's bound, each end written as a share.
+				b := *o.Bound
+				b.Bytes = true // Format writes the ends through the function
+				actual = report.Str(b.Format(func(v int64) string { return u.Format(float64(v)) }))
+			}
 		}
 		row := []report.Cell{
 			report.Str(o.Rule.String()),
