@@ -137,6 +137,10 @@ func TestRoundTripRegressions(t *testing.T) {
 		{"graphs+MemPool+expandable", allocator.V2_4, 37, "as 2.4 seed 13", false},
 		{"graphs+MemPool+expandable", allocator.V2_5, 32, "as 2.4 seed 13", false},
 		{"graphs+MemPool+expandable", allocator.V2_6, 6, "as 2.4 seed 13", false},
+		{"graphs+MemPool+expandable", allocator.V2_5, 78, "a segment of a pool the final snapshot names was held by a pool the replay made up (unnamedPool): per-pool figures from the replay's pools, not the final segments", false},
+		{"graphs+MemPool+expandable", allocator.V2_8, 26, "as 2.5 seed 78", false},
+		{"graphs+MemPool+expandable", allocator.V2_6, 61, "as 2.5 seed 78, in the private pools' current reserved and allocated bytes", false},
+		{"graphs+MemPool", allocator.V2_3, 93, "a segment the trace creates and frees that the default pools and a graph's pool both reproduce went to the default pools: per-pool figures from the replay's pools", false},
 	} {
 		for _, s := range rtSettings {
 			if s.name != c.setting {

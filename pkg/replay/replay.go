@@ -1067,9 +1067,23 @@ func (r *Replay) Result() *Result {
 	r.res.Stats = st
 	r.res.MemoryStats = r.a.MemoryStats()
 	us := slices.DeleteFunc(r.a.PoolUsages(), func(u allocator.PoolUsage) bool { return isUnnamedPool(u.ID) && u.Segments == 0 })
+	if r.opts.Mode == Follow && r.pools.any && !r.snap.Features.TracePoolID {
+		// The trace names no pool, so the replay may hold a segment in
+		// another pool than the program did; the final segments name
+		// each one's pool.
+		us = finalPoolUsages(r.final, us)
+	}
 	if reserved := r.privateReservedPeak(); len(us) > 1 || reserved > 0 {
 		r.res.Pools.Final = us
 		r.res.Pools.Reserved, r.res.Pools.Allocated = r.a.PrivatePoolStats()
+		if r.opts.Mode == Follow && r.pools.any && !r.snap.Features.TracePoolID {
+			// As the final segments name the pools (finalPoolUsages).
+			r.res.Pools.Reserved.Current, r.res.Pools.Allocated.Current = 0, 0
+			for _, u := range us[1:] {
+				r.res.Pools.Reserved.Current += u.Reserved
+				r.res.Pools.Allocated.Current += u.Allocated
+			}
+		}
 	}
 	if r.opts.Mode == Follow {
 		// What the recording does not determine is a bound, not the
@@ -1823,9 +1837,14 @@ func (r *Replay) routeCall(i, j int) snapshot.PoolID {
 		found := false
 		last := max(i, j)
 		for k := i; k <= last && !found; k++ {
-			switch r.tw.at(k).Action {
+			switch a := r.tw.at(k).Action; a {
 			case snapshot.ActionSegmentAlloc, snapshot.ActionSegmentMap:
 				id, found = r.pools.seg[k]
+				if !found && a == snapshot.ActionSegmentMap {
+					// A map inside a reservation is its pool's:
+					// a reservation serves one pool for its life.
+					id, found = r.a.PoolOf(r.tw.at(k).Addr)
+				}
 				if !found && j >= 0 {
 					r.pools.guess[j] = true
 				}
@@ -1968,6 +1987,57 @@ func (r *Replay) unnamedPool() snapshot.PoolID {
 		id = snapshot.PoolID{-1, -r.unnamedPools}
 	}
 	return id
+}
+
+// finalPoolUsages are the pools' figures at the end as the final segments
+// give them (each segment names its pool), with the kind and use count of
+// the replay's pool of that id, replayed (the default pools first, then
+// the private pools in id order, as PoolUsages lists them).
+func finalPoolUsages(final []*snapshot.Segment, replayed []allocator.PoolUsage) []allocator.PoolUsage {
+	byID := map[snapshot.PoolID]*allocator.PoolUsage{}
+	out := []allocator.PoolUsage{{UseCount: -1}}
+	for _, u := range replayed {
+		if u.ID.IsDefault() {
+			out[0] = allocator.PoolUsage{UseCount: -1, Kind: u.Kind}
+		} else if !isUnnamedPool(u.ID) {
+			out = append(out, allocator.PoolUsage{ID: u.ID, Kind: u.Kind, UseCount: u.UseCount, Freeable: u.Freeable,
+				PeakReserved: u.PeakReserved, PeakAllocated: u.PeakAllocated})
+		}
+	}
+	for _, f := range final {
+		if _, ok := byID[f.PoolID]; ok || f.PoolID.IsDefault() {
+			continue
+		}
+		if !slices.ContainsFunc(out, func(u allocator.PoolUsage) bool { return u.ID == f.PoolID }) {
+			out = append(out, allocator.PoolUsage{ID: f.PoolID, Kind: allocator.KindOfPoolID(f.PoolID), UseCount: 1})
+		}
+	}
+	slices.SortStableFunc(out[1:], func(x, y allocator.PoolUsage) int {
+		if c := cmp.Compare(x.ID[0], y.ID[0]); c != 0 {
+			return c
+		}
+		return cmp.Compare(x.ID[1], y.ID[1])
+	})
+	for k := range out {
+		byID[out[k].ID] = &out[k]
+	}
+	for _, f := range final {
+		u := byID[f.PoolID]
+		u.Segments++
+		u.Reserved += f.TotalSize
+		for _, b := range f.Blocks {
+			switch {
+			case b.State == snapshot.ActiveAllocated:
+				u.Allocated += b.Size
+				u.Active += b.Size
+			case b.State.Active():
+				u.Active += b.Size
+			default:
+				u.LargestFree = max(u.LargestFree, b.Size)
+			}
+		}
+	}
+	return out
 }
 
 // isUnnamedPool reports whether id is one of unnamedPool's.
