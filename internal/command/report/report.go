@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"html/template"
 	"io"
+	"sync"
 
 	"github.com/spf13/cobra"
 
 	"github.com/memstat/memstat/internal/atomicfile"
 	"github.com/memstat/memstat/internal/command"
 	"github.com/memstat/memstat/internal/iostreams"
+	"github.com/memstat/memstat/internal/parallel"
 	"github.com/memstat/memstat/pkg/allocator"
 	"github.com/memstat/memstat/pkg/analysis"
 	"github.com/memstat/memstat/pkg/replay"
@@ -205,27 +207,42 @@ func device(snap *snapshot.Snapshot, d int, opts *Options) (htmlreport.Device, *
 	// The peak and the ooms need the states at a few entries: one replay
 	// captures them all (a failure shows in the analyses below).
 	_ = rp.Prefetch(reportStates(rp)...)
-	if p, err := analysis.FindPeak(rp); err != nil {
-		note("what was live at the peak", err)
-	} else {
-		dev.Peak = p
-		groups := analysis.GroupBlocks(p.Live, analysis.ByStack, fr, rp.Phases, p.LiveBytes)
-		dev.Groups, dev.Rest = analysis.TopGroups(groups, opts.Top)
-		// The page shows the groups, not the blocks (56 bytes each, 9 MB
-		// on torch-100MB, held until the page is written otherwise).
-		p.Live = nil
-	}
-	if snap.Trace(d).Len() > 0 {
-		if o, err := analysis.ExplainOOMs(rp, fr); err != nil {
-			note("the out-of-memory explanations", err)
-		} else {
-			dev.OOMs = o
+	// The analyses below read the Replayed, the snapshot and the states
+	// Prefetch captured, and change none of them; each has a Frames of
+	// its own (a Frames caches what it classifies as it reads), so they
+	// run at once, one per core. Their notes keep their order.
+	traced := snap.Trace(d).Len() > 0
+	errs := runAll(
+		func() error {
+			p, err := analysis.FindPeak(rp)
+			if err != nil {
+				return err
+			}
+			dev.Peak = p
+			groups := analysis.GroupBlocks(p.Live, analysis.ByStack, analysis.NewFrames(snap.Stacks, false), rp.Phases, p.LiveBytes)
+			dev.Groups, dev.Rest = analysis.TopGroups(groups, opts.Top)
+			// The page shows the groups, not the blocks (56 bytes each, 9
+			// MB on torch-100MB, held until the page is written otherwise).
+			p.Live = nil
+			return nil
+		},
+		func() (err error) {
+			if traced {
+				dev.OOMs, err = analysis.ExplainOOMs(rp, analysis.NewFrames(snap.Stacks, false))
+			}
+			return err
+		},
+		func() (err error) {
+			dev.Segments, err = analysis.Segments(rp, analysis.NewFrames(snap.Stacks, false), analysis.AtFinal, analysis.SegmentFilter{}, analysis.SortByAddress)
+			return err
+		},
+	)
+	for k, what := range []string{"what was live at the peak", "the out-of-memory explanations", "the segment map"} {
+		if _, bug := errs[k].(*parallel.PanicError); bug {
+			return dev, nil, errs[k]
+		} else if errs[k] != nil {
+			note(what, errs[k])
 		}
-	}
-	if sm, err := analysis.Segments(rp, fr, analysis.AtFinal, analysis.SegmentFilter{}, analysis.SortByAddress); err != nil {
-		note("the segment map", err)
-	} else {
-		dev.Segments = sm
 	}
 	return dev, m, nil
 }
@@ -233,6 +250,26 @@ func device(snap *snapshot.Snapshot, d int, opts *Options) (htmlreport.Device, *
 // reportStates are the entries whose states the report's analyses ask
 // for: the peak of allocated memory (FindPeak), and each oom, or without
 // one the peak of reserved memory (ExplainOOMs).
+// runAll runs fns at once and returns their errors, in their order; a
+// panic in one is its error (a *parallel.PanicError, which the command
+// fails with), not a crash of the process.
+func runAll(fns ...func() error) []error {
+	errs := make([]error, len(fns))
+	var wg sync.WaitGroup
+	for k, fn := range fns {
+		wg.Go(func() {
+			defer func() {
+				if p := parallel.Recovered(recover()); p != nil {
+					errs[k] = p
+				}
+			}()
+			errs[k] = fn()
+		})
+	}
+	wg.Wait()
+	return errs
+}
+
 func reportStates(rp *analysis.Replayed) []int {
 	if rp.Result.History.Coverage == replay.CoverageNone {
 		return nil
