@@ -174,7 +174,7 @@ func device(snap *snapshot.Snapshot, d int, opts *Options) (htmlreport.Device, *
 	var err error
 	// The states reportStates asks for, captured during the same replay.
 	// The figures after each entry in 4 bytes an entry, not 16 (the view's
-	// model keeps its own as compact).
+	// model shares them).
 	want := analysis.Want{PeakAllocated: true, OOMs: true, CompactFigures: true, RuntimeSettings: opts.RuntimeSettings}
 	if snap.Trace(d).Len() > 0 {
 		if tl, tlErr = timeline.NewBuilder(snap, timeline.Options{Device: d}); tlErr == nil {
