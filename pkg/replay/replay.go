@@ -239,6 +239,9 @@ type Replay struct {
 	// (noteSplitDependence); dependentSplit is the first one's entry.
 	watchSplits       bool
 	sawDependentSplit bool
+	// outside: the call being finished allocates at an address no
+	// region holds (followMalloc), so it has no block to look at.
+	outside bool
 
 	// live is shared with what-if replays running beside this one
 	// (LiveRecording, live.go). A follow replay publishes to it: findings
@@ -1145,7 +1148,7 @@ func (r *Replay) finish(i, j int) {
 	if p := st.ReservedBytes[allocator.PoolAll].Peak + kept.ReservedBytes[allocator.PoolAll].Current; p > r.peakRes.Bytes {
 		r.peakRes = PeakAt{Bytes: p, Index: j, TimeUS: r.tw.at(j).TimeUS}
 	}
-	if r.watchSplits && !r.sawDependentSplit {
+	if r.watchSplits && !r.sawDependentSplit && !r.outside {
 		r.noteSplitDependence(i, j)
 	}
 	if r.opts.OnEvent != nil {
@@ -1355,8 +1358,12 @@ func (r *Replay) followMalloc(i, j int) {
 		// would conclude. The prediction would only name the
 		// simulator's choice in an example, and the examples are
 		// full. Traces that disagree with their snapshot (the
-		// generated benchmark files) have one per allocation.
+		// generated benchmark files) have one per allocation. The
+		// allocation is not applied, and no block holds its address
+		// for noteSplitDependence to look at.
+		r.outside = true
 		r.force(i, j, nil)
+		r.outside = false
 		return
 	}
 	// The common cases are predicted without trying the call on a copy.
