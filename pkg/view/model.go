@@ -129,7 +129,7 @@ func BuildObserved(s *snapshot.Snapshot, device int, fr *analysis.Frames, want a
 		}
 		return p
 	}
-	open := map[uint64]int32{}
+	var open openTable
 	add := func(start, entry int32, b allocator.BlockInfo) {
 		k := int32(len(m.Start))
 		if len(m.Start) == cap(m.Start) {
@@ -140,7 +140,7 @@ func BuildObserved(s *snapshot.Snapshot, device int, fr *analysis.Frames, want a
 		m.Entry = append(m.Entry, entry)
 		m.Size = append(m.Size, b.Size)
 		m.Pool = append(m.Pool, poolOf(b))
-		open[b.Address] = k
+		open.put(b.Address, k)
 	}
 	start := func(a *allocator.Allocator) {
 		// The arrays are sized for the blocks live before the trace and a
@@ -204,9 +204,8 @@ func BuildObserved(s *snapshot.Snapshot, device int, fr *analysis.Frames, want a
 		case snapshot.ActionFreeRequested, snapshot.ActionFree, snapshot.ActionFreeCompleted:
 			// allocated_bytes drops when the program frees the block
 			// (free_requested), not when its stream events complete.
-			if k, ok := open[e.Addr]; ok {
+			if k, ok := open.take(e.Addr); ok {
 				m.End[k] = int32(i)
-				delete(open, e.Addr)
 			}
 		}
 	}
