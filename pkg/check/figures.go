@@ -146,7 +146,7 @@ type Figures struct {
 
 // boundKeyOf maps a named figure to the memory_stats key whose bound it
 // shares.
-var boundKeyOf = map[string]string{"alloc_retries": "num_alloc_retries", "peak_allocated": "allocated_bytes.all.peak"}
+var boundKeyOf = map[string]string{"alloc_retries": "num_alloc_retries", "peak_allocated": "allocated_bytes.all.peak", "peak_reserved": "reserved_bytes.all.peak"}
 
 // FiguresOf collects the figures of a replay (a follow replay: the
 // recorded run's own statistics).
@@ -168,6 +168,16 @@ func FiguresOf(r *replay.Result) *Figures {
 		}
 		for _, k := range []string{"stranded_bytes_at_peak", "cached_bytes_at_peak", "unused_bytes_at_peak"} {
 			f.bounds[k] = replay.Bound{Max: &reserved, Reason: b.Reason, Bytes: true}
+		}
+		if rb, ok := r.Bounds["reserved_bytes.all.peak"]; ok && rb.Max == nil {
+			// Entries the replay could not apply (a segment it could not
+			// place among them): the reserved peak, and so the segments
+			// created and the bytes at the allocated peak, are unknown
+			// above.
+			f.bounds["segments"] = replay.Bound{Reason: rb.Reason}
+			for _, k := range []string{"stranded_bytes_at_peak", "cached_bytes_at_peak", "unused_bytes_at_peak"} {
+				f.bounds[k] = replay.Bound{Reason: rb.Reason, Bytes: true}
+			}
 		}
 	}
 	return f

@@ -2,8 +2,10 @@ package replay
 
 import (
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/memstat/memstat/pkg/allocator"
 	"github.com/memstat/memstat/pkg/snapshot"
@@ -282,4 +284,90 @@ func BoundKeys(bounds map[string]Bound) []string {
 	}
 	slices.Sort(keys)
 	return keys
+}
+
+// unappliedBounds are the figures a follow replay that could not apply
+// some recorded entries (Fidelity.Unapplied) cannot vouch for: every peak
+// and every allocated/freed total, which the state built without those
+// entries may have got wrong, and the private pools' peaks. The current
+// figures stay exact: the reconciliation makes the final state the
+// snapshot's segments. Each bound holds whatever the state did between
+// the start and the end:
+//
+//   - a peak is at least its current value at the start of the trace and
+//     at the end;
+//   - a total (allocated, freed, num_device_*) never decreases, so it is
+//     at least its value at the start; the allocated totals of
+//     allocations, active blocks and their bytes are at least that plus
+//     what the recorded alloc entries add: one each, a block of at least
+//     its rounded request (CUDACachingAllocator.cpp malloc, 2.0 to 2.10:
+//     alloc_found_block adds block->size to allocated_bytes and
+//     active_bytes, the request to requested_bytes; round_size never
+//     rounds down);
+//   - nothing caps them: Max is nil.
+//
+// start and end are the replay's memory_stats at the start of the trace
+// (after the rebuilt starting state was seeded) and at its end.
+func unappliedBounds(trace *snapshot.Trace, cfg allocator.Config, unapplied int, start, end []allocator.KeyValue, pools *PoolFigures) map[string]Bound {
+	reason := fmt.Sprintf("%s of the trace could not be applied to the replayed state (`memstat replay` lists them), so the figures built on the state between the start and the end are known only within bounds; the current figures are the final segments'",
+		plural(unapplied, "recorded entry", "recorded entries"))
+	startOf := make(map[string]int64, len(start))
+	for _, kv := range start {
+		startOf[kv.Key] = kv.Value
+	}
+	endOf := make(map[string]int64, len(end))
+	for _, kv := range end {
+		endOf[kv.Key] = kv.Value
+	}
+	// What the recorded allocations add to the allocated totals, by
+	// metric and pool.
+	added := map[string]int64{}
+	for _, e := range trace.All() {
+		if e.Action != snapshot.ActionAlloc {
+			continue
+		}
+		rounded := cfg.RoundSize(e.Size)
+		pool := "large_pool"
+		if rounded <= allocator.SmallSize {
+			pool = "small_pool"
+		}
+		for _, p := range []string{"all", pool} {
+			added["allocation."+p]++
+			added["active."+p]++
+			added["allocated_bytes."+p] += rounded
+			added["active_bytes."+p] += rounded
+			added["requested_bytes."+p] += e.Size
+		}
+	}
+	out := map[string]Bound{}
+	for _, kv := range end {
+		k := kv.Key
+		metric, field := k, ""
+		if i := strings.LastIndexByte(k, '.'); i >= 0 {
+			metric, field = k[:i], k[i+1:]
+		}
+		bytes := strings.Contains(k, "bytes")
+		switch {
+		case field == "peak":
+			out[k] = Bound{Min: max(startOf[k], startOf[metric+".current"], endOf[metric+".current"]), Reason: reason, Bytes: bytes}
+		case field == "allocated":
+			out[k] = Bound{Min: startOf[k] + added[metric], Reason: reason, Bytes: bytes}
+		case field == "freed", k == "num_device_alloc", k == "num_device_free":
+			out[k] = Bound{Min: startOf[k], Reason: reason, Bytes: bytes}
+		}
+	}
+	if pools.Any() {
+		// The private pools' current figures are the final segments';
+		// their peaks are built on the state in between.
+		out[PrivatePoolReserved] = Bound{Min: pools.Reserved.Current, Reason: reason, Bytes: true}
+		out[PrivatePoolAllocated] = Bound{Min: pools.Allocated.Current, Reason: reason, Bytes: true}
+	}
+	return out
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return strconv.Itoa(n) + " " + many
 }

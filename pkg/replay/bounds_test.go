@@ -290,3 +290,66 @@ func writeRead(t *testing.T, s *snapshot.Snapshot) *snapshot.Snapshot {
 	}
 	return out
 }
+
+// TestUnappliedEntriesMakeBounds: a recording with entries the replay
+// cannot apply (an alloc dropped from the trace, so its frees name an
+// address nothing holds) prints no figure built on the state in between
+// as exact. Every peak and total is a bound that holds the recorder's own
+// value; the current figures are the final segments'.
+func TestUnappliedEntriesMakeBounds(t *testing.T) {
+	s, rec := recordWorkload(t, roundTripCases[0], 1, 400, 0)
+	tr := s.Traces[0].Entries()
+	dropped := -1
+	for i, e := range tr {
+		if e.Action == snapshot.ActionAlloc && i > len(tr)/4 {
+			dropped = i
+			break
+		}
+	}
+	tr[dropped].Action = snapshot.ActionUserDefined
+	s.Traces[0] = snapshot.TraceOf(tr...)
+	r, err := New(s, Options{Version: allocator.Latest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := r.Run()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Fidelity.Unapplied == 0 {
+		t.Fatalf("no entry left unapplied after dropping the alloc at entry %d: %+v", dropped, *res.Fidelity)
+	}
+	if problems := unappliedPass(res, compareRoundTrip(rec.MemoryStats(), res)); len(problems) > 0 {
+		t.Errorf("figures against the recorder's:\n  %s", strings.Join(problems, "\n  "))
+	}
+	// By hand: the trace starts from an empty allocator, so the allocations
+	// are at least its alloc entries, and the peak at least what is
+	// allocated at the end.
+	var allocs, live int64
+	for _, e := range tr {
+		if e.Action == snapshot.ActionAlloc {
+			allocs++
+		}
+	}
+	for _, seg := range s.DeviceSegments(0) {
+		for _, b := range seg.Blocks {
+			if b.State == snapshot.ActiveAllocated {
+				live += b.Size
+			}
+		}
+	}
+	b, ok := res.Bounds["allocation.all.allocated"]
+	if !ok || b.Min != allocs || b.Max != nil {
+		t.Errorf("allocation.all.allocated: bound %v (%v), want >= %d, the trace's alloc entries", b, ok, allocs)
+	}
+	b, ok = res.Bounds["allocated_bytes.all.peak"]
+	if !ok || b.Min != live || b.Max != nil || !strings.Contains(b.Reason, "could not be applied") || !strings.Contains(b.Reason, "memstat replay") {
+		t.Errorf("allocated_bytes.all.peak: bound %v (%v, %q), want >= %d and the reason", b, ok, b.Reason, live)
+	}
+	if got := res.Stat("allocated_bytes.all.current"); got != live {
+		t.Errorf("allocated_bytes.all.current %d, the final segments hold %d", got, live)
+	}
+	if _, ok := res.Bounds["num_ooms"]; ok {
+		t.Errorf("num_ooms is a bound; the trace's oom entries determine it")
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/memstat/memstat/pkg/allocator"
 	"github.com/memstat/memstat/pkg/snapshot"
@@ -201,6 +202,9 @@ type Replay struct {
 	failed  map[uint64]bool
 
 	peakAlloc, peakRes PeakAt
+	// startStats: memory_stats after the starting state was seeded
+	// (follow mode; unappliedBounds).
+	startStats []allocator.KeyValue
 	// settingsUnknown: the file records no allocator settings and the
 	// caller named none; the replay assumes the defaults for what the
 	// recording does not show (settingsBounds).
@@ -829,6 +833,7 @@ func (r *Replay) initFollow(total int64) error {
 		return err
 	}
 	r.seedStart()
+	r.startStats = r.a.MemoryStats()
 	if !r.opts.KeepStart {
 		// Seeded: the rebuilt segments are garbage now (their blocks,
 		// where the rebuild laid them out, and the segment records).
@@ -1088,6 +1093,7 @@ func (r *Replay) Result() *Result {
 			}
 		}
 	}
+	var unapplied map[string]Bound
 	if r.opts.Mode == Follow {
 		// What the recording does not determine is a bound, not the
 		// simulator's guess.
@@ -1104,6 +1110,15 @@ func (r *Replay) Result() *Result {
 		if r.settingsUnknown {
 			maps.Copy(r.res.Bounds, settingsBounds(r.res.MemoryStats))
 		}
+		if r.tw.n > 0 && r.res.Fidelity.Unapplied > 0 {
+			// The state the entries left is not the snapshot's: the
+			// current figures are the final segments' own.
+			r.res.MemoryStats = r.finalCurrents(r.res.MemoryStats)
+			// Last: its bounds hold whatever the state did in between,
+			// where the others' may lean on the replayed state.
+			unapplied = unappliedBounds(r.trace, r.cfg, r.res.Fidelity.Unapplied, r.startStats, r.res.MemoryStats, &r.res.Pools)
+			maps.Copy(r.res.Bounds, unapplied)
+		}
 		r.res.MemoryStats = applyBounds(r.res.MemoryStats, r.res.Bounds)
 	}
 	r.res.PeakAllocated = r.peakAlloc
@@ -1113,9 +1128,46 @@ func (r *Replay) Result() *Result {
 	r.res.FinalSegments = r.a.NumSegments()
 	if r.res.Bounds != nil {
 		maps.Copy(r.res.Bounds, poolBounds(&r.res.Pools, r.snap.Features.TracePoolID || r.cfg.Version.TracesPoolID(), r.peakRes.Bytes, r.peakAlloc.Bytes))
+		for _, k := range []string{PrivatePoolReserved, PrivatePoolAllocated} {
+			if b, ok := unapplied[k]; ok {
+				r.res.Bounds[k] = b
+			}
+		}
 	}
 	r.res.History.Note = historyNote(&r.res.History)
 	return r.res
+}
+
+// finalCurrents replaces the current figures of stats by those of the
+// final segments alone: a replay of the device's final state without its
+// trace (as for a snapshot that has none), under the same settings. For
+// a follow replay that could not apply some entries, whose state may
+// then differ from the snapshot's in ways the reconciliation does not
+// repair (a segment it could not place). stats is left as it is if that
+// replay fails.
+func (r *Replay) finalCurrents(stats []allocator.KeyValue) []allocator.KeyValue {
+	s := *r.snap
+	s.Traces = slices.Clone(s.Traces)
+	if r.opts.Device < len(s.Traces) {
+		s.Traces[r.opts.Device] = nil
+	}
+	cfg := r.cfg
+	fr, err := New(&s, Options{Device: r.opts.Device, Config: &cfg, Capacity: r.res.Capacity, TotalMemory: r.opts.TotalMemory})
+	if err != nil {
+		return stats
+	}
+	current := map[string]int64{}
+	for _, kv := range fr.Result().MemoryStats {
+		if strings.HasSuffix(kv.Key, ".current") {
+			current[kv.Key] = kv.Value
+		}
+	}
+	for i, kv := range stats {
+		if v, ok := current[kv.Key]; ok {
+			stats[i].Value = v
+		}
+	}
+	return stats
 }
 
 func (r *Replay) privateReservedPeak() int64 {

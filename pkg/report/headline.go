@@ -37,6 +37,11 @@ type Headline struct {
 	// switch): PeakAllocated and the figures at it are then the replay's
 	// choice within it.
 	PeakAllocatedBound *replay.Bound `json:"peak_allocated_bound,omitempty"`
+	// PeakReservedBound is reserved_bytes.all.peak's bound where the
+	// replay could not apply some recorded entries: both peaks, and the
+	// figures at the allocated one, are then the state the replay reached
+	// within the bounds.
+	PeakReservedBound *replay.Bound `json:"peak_reserved_bound,omitempty"`
 }
 
 func (h Headline) String() string {
@@ -51,7 +56,11 @@ func (h Headline) String() string {
 		}
 		s = fmt.Sprintf("peak allocated %s, peak reserved %s; %s", Size(h.PeakAllocated), Size(h.PeakReserved),
 			strings.Replace(UnusedText(h.AtPeak), "at the allocated peak", "at the allocated peak ("+at+")", 1))
-		if b := h.PeakAllocatedBound; b != nil {
+		if b, rb := h.PeakAllocatedBound, h.PeakReservedBound; b != nil && rb != nil {
+			b.Bytes, rb.Bytes = true, true
+			s = fmt.Sprintf("peak allocated %s, peak reserved %s (bounds: some recorded entries could not be applied); %s, in the state the replay reached",
+				b.Format(Size), rb.Format(Size), strings.Replace(UnusedText(h.AtPeak), "at the allocated peak", "at the allocated peak ("+at+")", 1))
+		} else if b != nil {
 			b.Bytes = true
 			s = fmt.Sprintf("peak allocated %s (a bound: block sizes are known within bounds), peak reserved %s; %s, with the block sizes the replay chose",
 				b.Format(Size), Size(h.PeakReserved), strings.Replace(UnusedText(h.AtPeak), "at the allocated peak", "at the allocated peak ("+at+")", 1))

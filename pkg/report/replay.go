@@ -19,8 +19,13 @@ func HeadlineOf(res *replay.Result) Headline {
 	if b, ok := res.Bounds["allocated_bytes.all.peak"]; ok {
 		peak = &b
 	}
+	var reserved *replay.Bound
+	if b, ok := res.Bounds["reserved_bytes.all.peak"]; ok {
+		reserved = &b
+	}
 	return Headline{
 		PeakAllocatedBound: peak,
+		PeakReservedBound:  reserved,
 		PeakAllocated:      res.PeakAllocated.Bytes,
 		PeakReserved:       res.PeakReserved.Bytes,
 		PeakAllocatedEntry: res.PeakAllocated.Index,
