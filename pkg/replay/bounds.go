@@ -319,25 +319,29 @@ func unappliedBounds(trace *snapshot.Trace, cfg allocator.Config, unapplied int,
 	for _, kv := range end {
 		endOf[kv.Key] = kv.Value
 	}
-	// What the recorded allocations add to the allocated totals, by
-	// metric and pool.
-	added := map[string]int64{}
+	// What the recorded allocations add to the allocated totals, by pool
+	// (all, large, small): their count, rounded and requested bytes.
+	var count, rounded, requested [3]int64
 	for _, e := range trace.All() {
 		if e.Action != snapshot.ActionAlloc {
 			continue
 		}
-		rounded := cfg.RoundSize(e.Size)
-		pool := "large_pool"
-		if rounded <= allocator.SmallSize {
-			pool = "small_pool"
+		r := cfg.RoundSize(e.Size)
+		pool := 1
+		if r <= allocator.SmallSize {
+			pool = 2
 		}
-		for _, p := range []string{"all", pool} {
-			added["allocation."+p]++
-			added["active."+p]++
-			added["allocated_bytes."+p] += rounded
-			added["active_bytes."+p] += rounded
-			added["requested_bytes."+p] += e.Size
+		for _, p := range [2]int{0, pool} {
+			count[p]++
+			rounded[p] += r
+			requested[p] += e.Size
 		}
+	}
+	added := map[string]int64{}
+	for p, pool := range []string{"all", "large_pool", "small_pool"} {
+		added["allocation."+pool], added["active."+pool] = count[p], count[p]
+		added["allocated_bytes."+pool], added["active_bytes."+pool] = rounded[p], rounded[p]
+		added["requested_bytes."+pool] = requested[p]
 	}
 	out := map[string]Bound{}
 	for _, kv := range end {
