@@ -116,3 +116,26 @@ func TestUnappliedEntriesGateOnBounds(t *testing.T) {
 		t.Errorf("check --max current_allocated=1GiB: exit %d, stderr %q\n%s", code, errOut, out)
 	}
 }
+
+// TestUnappliedEntriesDiffAsBounds: diff claims no change on a figure one
+// side could not compute, and its --json carries that side's bound.
+func TestUnappliedEntriesDiffAsBounds(t *testing.T) {
+	fn, clean := unappliedFree(t), boundedRetries(t)
+	code, out, errOut := memstat(t, nil, "diff", clean, fn)
+	if code != 0 {
+		t.Fatalf("diff: exit %d, stderr %q\n%s", code, errOut, out)
+	}
+	var row string
+	for _, l := range strings.Split(out, "\n") {
+		if strings.Contains(l, "allocated_bytes.all.peak") {
+			row = l
+		}
+	}
+	if !strings.Contains(row, ">= 10.0 MiB") || !strings.Contains(row, "bound") {
+		t.Errorf("diff's allocated_bytes.all.peak row %q does not show the bound:\n%s", row, out)
+	}
+	code, out, errOut = memstat(t, nil, "diff", clean, fn, "--json")
+	if code != 0 || !strings.Contains(out, `"bound_after": {`) {
+		t.Errorf("diff --json: exit %d, stderr %q; no bound of allocated_bytes.all.peak:\n%s", code, errOut, out)
+	}
+}
