@@ -5,6 +5,7 @@ import (
 	"io"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/memstat/memstat/pkg/replay"
 	"github.com/memstat/memstat/pkg/report"
@@ -18,6 +19,10 @@ type rank struct {
 	PeakReserved  int64
 	Fragmentation float64
 	OOMs          int64
+	// The peaks' bounds where the replay does not determine them (nil:
+	// exact); the table prints them, the spread and the outlier use the
+	// replay's figures within them.
+	PeakAllocatedBound, PeakReservedBound *replay.Bound
 }
 
 // ranks compares the ranks of several files (or devices): the rows in
@@ -68,13 +73,45 @@ func rankSummary(files []fileStats) *ranks {
 
 func rankOf(file string, res *replay.Result) rank {
 	return rank{
-		File:          file,
-		Device:        res.Device,
-		PeakAllocated: res.PeakAllocated.Bytes,
-		PeakReserved:  res.PeakReserved.Bytes,
-		Fragmentation: res.AtPeak.Fragmentation,
-		OOMs:          res.Stat("num_ooms"),
+		File:               file,
+		Device:             res.Device,
+		PeakAllocated:      res.PeakAllocated.Bytes,
+		PeakReserved:       res.PeakReserved.Bytes,
+		Fragmentation:      res.AtPeak.Fragmentation,
+		OOMs:               res.Stat("num_ooms"),
+		PeakAllocatedBound: boundOf(res, "allocated_bytes.all.peak"),
+		PeakReservedBound:  boundOf(res, "reserved_bytes.all.peak"),
 	}
+}
+
+func boundOf(res *replay.Result, key string) *replay.Bound {
+	if b, ok := res.Bounds[key]; ok {
+		b.Bytes = true
+		return &b
+	}
+	return nil
+}
+
+// peakCell is a rank's peak: its bound where it has one.
+func peakCell(v int64, b *replay.Bound) report.Cell {
+	if b != nil {
+		return report.BoundCell(*b)
+	}
+	return report.Bytes(v)
+}
+
+// boundText names the ranks whose peaks are bounds ("" when none).
+func (rs *ranks) boundText() string {
+	var names []string
+	for i, r := range rs.Rows {
+		if r.PeakAllocatedBound != nil || r.PeakReservedBound != nil {
+			names = append(names, rs.Labels[i])
+		}
+	}
+	if len(names) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("peaks of %s are bounds (memstat stats on the file says why); their fragmentation and reserved vs median, the min, median and max rows and the outlier take the replay's figures within them", strings.Join(names, ", "))
 }
 
 // spread returns the minimum, median (the mean of the middle two for an
@@ -134,7 +171,7 @@ func (rs *ranks) table() *report.Table {
 		{Name: "OOMs", Key: "ooms", Align: report.Right},
 	}}
 	for i, r := range rs.Rows {
-		t.Add(report.Str(rs.Labels[i]), report.Bytes(r.PeakAllocated), report.Bytes(r.PeakReserved),
+		t.Add(report.Str(rs.Labels[i]), peakCell(r.PeakAllocated, r.PeakAllocatedBound), peakCell(r.PeakReserved, r.PeakReservedBound),
 			report.DeltaBytes(r.PeakReserved-rs.Median.PeakReserved), report.Pct(r.Fragmentation), report.Int(r.OOMs))
 	}
 	for _, s := range []struct {
@@ -176,10 +213,14 @@ func writeRanks(w io.Writer, rs *ranks, format report.Format) error {
 	if err := rs.table().Render(w, format); err != nil {
 		return err
 	}
+	text := rs.outlierText()
+	if b := rs.boundText(); b != "" {
+		text += "\n" + b
+	}
 	if format == report.Markdown {
-		fmt.Fprintf(w, "\n%s\n", rs.outlierText())
+		fmt.Fprintf(w, "\n%s\n", text)
 	} else {
-		fmt.Fprintf(w, "%s\n", rs.outlierText())
+		fmt.Fprintf(w, "%s\n", text)
 	}
 	return nil
 }
