@@ -2,6 +2,7 @@ package report
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/memstat/memstat/pkg/replay"
 )
@@ -24,11 +25,27 @@ func BoundCell(b replay.Bound) Cell {
 // BoundNotes are the notes under a replay's figures: one line per
 // bounded figure, saying why it is a bound, then one per assumption the
 // exact figures make (replay.Result.Assumptions).
+//
+// The bounds of a replay that could not apply some entries (every peak
+// and total, for one reason) share one note.
 func BoundNotes(res *replay.Result) []string {
-	var out []string
+	var out, shared []string
+	reason := ""
+	if res.Fidelity != nil && res.Fidelity.Unapplied > 0 {
+		if b, ok := res.Bounds["reserved_bytes.all.peak"]; ok && b.Max == nil {
+			reason = b.Reason
+		}
+	}
 	for _, k := range replay.BoundKeys(res.Bounds) {
 		b := res.Bounds[k]
+		if reason != "" && b.Reason == reason {
+			shared = append(shared, k+" "+b.Format(Size))
+			continue
+		}
 		out = append(out, fmt.Sprintf("%s is a bound (%s), not an exact figure: %s.", k, b.Format(Size), b.Reason))
+	}
+	if len(shared) > 0 {
+		out = append([]string{fmt.Sprintf("%d figures are bounds, not exact figures: %s: %s.", len(shared), reason, strings.Join(shared, ", "))}, out...)
 	}
 	for _, a := range res.Assumptions {
 		out = append(out, a+".")

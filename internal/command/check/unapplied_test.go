@@ -101,8 +101,13 @@ func TestUnappliedEntriesGateOnBounds(t *testing.T) {
 	}
 
 	code, out, errOut = memstat(t, nil, "stats", fn)
-	if code != 0 || !strings.Contains(out, "allocated_bytes.all.peak is a bound (>= 10.0 MiB), not an exact figure: 2 recorded entries of the trace could not be applied") {
+	if code != 0 || !strings.Contains(out, "figures are bounds, not exact figures: 2 recorded entries of the trace could not be applied") || !strings.Contains(out, "allocated_bytes.all.peak >= 10.0 MiB") {
 		t.Errorf("stats: exit %d, stderr %q; no note on the bounded peak:\n%s", code, errOut, out)
+	}
+
+	code, out, errOut = memstat(t, nil, "replay", fn)
+	if code != 0 || !strings.Contains(out, ">= 40.0 MiB") || !strings.Contains(out, "2 entries not applied") {
+		t.Errorf("replay: exit %d, stderr %q; the recorded peak reserved is not a bound:\n%s", code, errOut, out)
 	}
 
 	for _, rule := range []string{"peak_allocated=1TiB", "peak_reserved=1TiB", "segments=1000", "fragmentation=99%"} {

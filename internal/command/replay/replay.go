@@ -370,7 +370,16 @@ func sideBySide(rec, sim *replay.Result) *report.Table {
 	count := func(label string, r, s int64) {
 		t.Add(report.Str(label), report.Int(r), report.Int(s), report.Cell{Raw: s - r, Text: fmt.Sprintf("%+d", s-r)})
 	}
-	count("Segments created (cudaMalloc/map)", rec.SegmentsCreated, sim.SegmentsCreated)
+	// unapplied: the recorded side left entries unapplied, so its peaks
+	// and totals are bounds (no change is claimed on them).
+	rb, unapplied := rec.Bounds["reserved_bytes.all.peak"]
+	unapplied = unapplied && rb.Max == nil
+	noChange := report.Cell{Raw: nil, Text: ""}
+	if unapplied {
+		t.Add(report.Str("Segments created (cudaMalloc/map)"), report.BoundCell(replay.Bound{}), report.Int(sim.SegmentsCreated), noChange)
+	} else {
+		count("Segments created (cudaMalloc/map)", rec.SegmentsCreated, sim.SegmentsCreated)
+	}
 	count("Segments at the end", int64(rec.FinalSegments), int64(sim.FinalSegments))
 	if b, ok := rec.Bounds["allocated_bytes.all.peak"]; ok {
 		// Block sizes known within bounds (a runtime settings switch):
@@ -380,13 +389,25 @@ func sideBySide(rec, sim *replay.Result) *report.Table {
 	} else {
 		bytes("Peak allocated", rec.PeakAllocated.Bytes, sim.PeakAllocated.Bytes)
 	}
-	bytes("Peak reserved", rec.PeakReserved.Bytes, sim.PeakReserved.Bytes)
+	if unapplied {
+		rb.Bytes = true
+		t.Add(report.Str("Peak reserved"), report.BoundCell(rb), report.Bytes(sim.PeakReserved.Bytes), noChange)
+	} else {
+		bytes("Peak reserved", rec.PeakReserved.Bytes, sim.PeakReserved.Bytes)
+	}
 	share := func(label string, r, s float64) {
+		if unapplied {
+			// Taken in the state the replay reached: any share.
+			t.Add(report.Str(label), report.Str("0.0%-100.0%"), report.Pct(s), noChange)
+			return
+		}
 		t.Add(report.Str(label), report.Pct(r), report.Pct(s), report.Cell{Raw: s - r, Text: fmt.Sprintf("%+.1f pt", 100*(s-r))})
 	}
 	share("Fragmentation at peak allocated", rec.AtPeak.Fragmentation, sim.AtPeak.Fragmentation)
 	share("Cached at peak allocated", rec.AtPeak.CachedShare, sim.AtPeak.CachedShare)
-	bytes("Reserved at the end", rec.Stats.ReservedBytes[allocator.PoolAll].Current, sim.Stats.ReservedBytes[allocator.PoolAll].Current)
+	// The recorded side's from its memory_stats: the final segments'
+	// where the replay could not apply some entries.
+	bytes("Reserved at the end", rec.Stat("reserved_bytes.all.current"), sim.Stats.ReservedBytes[allocator.PoolAll].Current)
 	count("OOMs", int64(rec.OOMs.Recorded), int64(sim.OOMs.Simulated))
 	if b, ok := rec.Bounds["num_alloc_retries"]; ok {
 		// The recording does not determine it: its bound, and no change.
