@@ -192,3 +192,52 @@ func segmentStats(seg *snapshot.Segment, maxSplit uint64) Stats {
 	}
 	return st
 }
+
+// SegmentsCurrent counts the current figures of a device's segments
+// without a simulator: what a replay with no trace reads after seeding
+// them (SeedSegment, or AddUnmodelled for one the simulation cannot
+// hold), in one pass over the segments and their blocks. Only the
+// current values are set. A cudaMalloc'd segment whose blocks tile it
+// is seeded block by block, and the simulator merges neighbouring free
+// blocks there: each run of free blocks beside an active one is one
+// inactive_split block. Other segments count as segmentStats does.
+func SegmentsCurrent(segs []*snapshot.Segment, maxSplit uint64) Stats {
+	var st Stats
+	for _, seg := range segs {
+		s := segmentStats(seg, maxSplit)
+		if !seg.Expandable && len(seg.Blocks) > 1 && validateSeedBlocks(seg) == nil {
+			s.InactiveSplit, s.InactiveSplitBytes = mergedInactiveSplit(seg)
+		}
+		addCurrent(&st, &s)
+	}
+	return st
+}
+
+// mergedInactiveSplit counts the inactive_split figures of a tiled
+// cudaMalloc'd segment as the simulator lays it out: the free gaps
+// between its active blocks, each one block.
+func mergedInactiveSplit(seg *snapshot.Segment) (n, bytes StatArray) {
+	pi := PoolLarge
+	if seg.Pool == snapshot.SmallPool {
+		pi = PoolSmall
+	}
+	active := false
+	var gaps, gapBytes int64
+	inGap := false
+	for _, b := range seg.Blocks {
+		if b.State.Active() {
+			active, inGap = true, false
+			continue
+		}
+		if !inGap {
+			gaps++
+			inGap = true
+		}
+		gapBytes += b.Size
+	}
+	if active && gaps > 0 {
+		n.increase(pi, gaps)
+		bytes.increase(pi, gapBytes)
+	}
+	return n, bytes
+}
