@@ -1110,13 +1110,14 @@ func (r *Replay) Result() *Result {
 		if r.settingsUnknown {
 			maps.Copy(r.res.Bounds, settingsBounds(r.res.MemoryStats))
 		}
+		if r.tw.n > 0 && r.res.Agreement != nil && r.res.Agreement.Remaining > 0 {
+			// The reconciliation left the state unlike the snapshot's
+			// (a segment it could not place, entries it could not
+			// apply): the current figures are the final segments' own,
+			// never the replayed state's.
+			r.res.MemoryStats = r.finalCurrents(r.res.MemoryStats)
+		}
 		if r.tw.n > 0 && r.res.Fidelity.Unapplied > 0 {
-			if r.res.Agreement != nil && r.res.Agreement.Remaining > 0 {
-				// The reconciliation left the state unlike the
-				// snapshot's: the current figures are the final
-				// segments' own.
-				r.res.MemoryStats = r.finalCurrents(r.res.MemoryStats)
-			}
 			// Last: its bounds hold whatever the state did in between,
 			// where the others' may lean on the replayed state.
 			unapplied = unappliedBounds(r.trace, r.cfg, r.res.Fidelity.Unapplied, r.startStats, r.res.MemoryStats, &r.res.Pools)

@@ -185,7 +185,8 @@ type Agreement struct {
 	Mismatches    []string `json:"mismatches,omitempty"`
 	// Reconciled counts the operations applied after the trace to reach
 	// the snapshot's state (frees the trace does not contain, ...), and
-	// Remaining the differences left after them.
+	// Remaining the differences left after them (the current figures
+	// are then counted from the final segments, Replay.finalCurrents).
 	Reconciled    int    `json:"reconciled"`
 	ReconcileNote string `json:"reconcile_note,omitempty"`
 	Remaining     int    `json:"remaining"`

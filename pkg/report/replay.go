@@ -92,7 +92,7 @@ func AgreementLine(res *replay.Result) string {
 			fmt.Fprintf(&b, "; %s", ag.ReconcileNote)
 		}
 		if ag.Remaining > 0 {
-			fmt.Fprintf(&b, "; %d differences remain, so the current figures are not the snapshot's", ag.Remaining)
+			fmt.Fprintf(&b, "; %d differences remain, so the current figures are counted from the snapshot's segments", ag.Remaining)
 		} else {
 			b.WriteString("; the current figures are the snapshot's")
 		}
