@@ -9,6 +9,7 @@ import (
 
 	"github.com/memstat/memstat/internal/randworkload"
 	"github.com/memstat/memstat/internal/realdata"
+	"github.com/memstat/memstat/internal/testsnap"
 	"github.com/memstat/memstat/pkg/allocator"
 	"github.com/memstat/memstat/pkg/snapshot"
 )
@@ -154,29 +155,7 @@ func TestFinalSegmentCurrentsMatchNoTraceReplay(t *testing.T) {
 		}
 		sameCurrents(t, "dropped alloc", s, 0, r.Config())
 		// check's recording: a free of 0x1234 nothing holds.
-		a, err := allocator.New(allocator.DefaultConfig(allocator.Latest), allocator.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := a.RecordHistory(allocator.HistoryOptions{Enabled: allocator.HistoryAll, Context: allocator.ContextAll}); err != nil {
-			t.Fatal(err)
-		}
-		p, err := a.Malloc(30<<20, 0, snapshot.NoStack)
-		if err == nil {
-			_, err = a.Malloc(10<<20, 0, snapshot.NoStack)
-		}
-		if err == nil {
-			err = a.Free(p, snapshot.NoStack)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		s = a.Snapshot()
-		tr = s.Trace(0).Entries()
-		i := slices.IndexFunc(tr, func(e snapshot.TraceEntry) bool { return e.Action == snapshot.ActionFreeRequested })
-		bogus := []snapshot.TraceEntry{tr[i], tr[i+1]}
-		bogus[0].Addr, bogus[1].Addr = 0x1234, 0x1234
-		s.Traces[0] = snapshot.TraceOf(slices.Insert(tr, i, bogus...)...)
+		s = testsnap.UnappliedFree(t)
 		if r, err = New(s, Options{Version: allocator.Latest}); err != nil {
 			t.Fatal(err)
 		}

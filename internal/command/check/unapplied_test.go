@@ -3,12 +3,11 @@ package check_test
 import (
 	"encoding/json"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 
 	"github.com/memstat/memstat/internal/command"
-	"github.com/memstat/memstat/pkg/allocator"
+	"github.com/memstat/memstat/internal/testsnap"
 	"github.com/memstat/memstat/pkg/snapshot"
 )
 
@@ -22,33 +21,7 @@ import (
 // are the final segments'.
 func unappliedFree(t *testing.T) string {
 	t.Helper()
-	a, err := allocator.New(allocator.DefaultConfig(allocator.Latest), allocator.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := a.RecordHistory(allocator.HistoryOptions{Enabled: allocator.HistoryAll, Context: allocator.ContextAll}); err != nil {
-		t.Fatal(err)
-	}
-	p, err := a.Malloc(30<<20, 0, snapshot.NoStack)
-	if err == nil {
-		_, err = a.Malloc(10<<20, 0, snapshot.NoStack)
-	}
-	if err == nil {
-		err = a.Free(p, snapshot.NoStack)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := a.Snapshot()
-	tr := s.Trace(0).Entries()
-	i := slices.IndexFunc(tr, func(e snapshot.TraceEntry) bool { return e.Action == snapshot.ActionFreeRequested })
-	if i < 0 || i+1 >= len(tr) || tr[i+1].Action != snapshot.ActionFreeCompleted {
-		t.Fatalf("no free_requested, free_completed pair in %v", tr)
-	}
-	bogus := []snapshot.TraceEntry{tr[i], tr[i+1]}
-	bogus[0].Addr, bogus[1].Addr = 0x1234, 0x1234
-	tr = slices.Insert(tr, i, bogus...)
-	s.Traces[0] = snapshot.TraceOf(tr...)
+	s := testsnap.UnappliedFree(t)
 	fn := filepath.Join(t.TempDir(), "unapplied.pickle")
 	if err := snapshot.WriteFile(fn, s); err != nil {
 		t.Fatal(err)
