@@ -75,7 +75,7 @@ func TestLiveRecordingWhatIf(t *testing.T) {
 			}
 			want := make([]*Result, len(settings))
 			for k, cfg := range settings {
-				want[k] = whatIfResult(t, in.snap, whatIf(k, cfg, rec))
+				want[k] = runResult(t, in.snap, whatIf(k, cfg, rec))
 			}
 			// Live: the follow replay on a goroutine, each what-if on
 			// one of its own, all at once.

@@ -55,9 +55,9 @@ func TestRecordingStartsWhatIf(t *testing.T) {
 				if k == 0 {
 					o.Capacity = recRes.Stat("allocated_bytes.all.peak") / 2
 				}
-				want := whatIfResult(t, snap, o)
+				want := runResult(t, snap, o)
 				o.Recording = rec
-				got := whatIfResult(t, snap, o)
+				got := runResult(t, snap, o)
 				if !reflect.DeepEqual(got, want) {
 					t.Errorf("%s: device %d, setting %d: from the recording\n%+v\nwant\n%+v", filepath.Base(fn), d, k, got, want)
 				}
@@ -72,7 +72,8 @@ func TestRecordingStartsWhatIf(t *testing.T) {
 	t.Logf("%d what-if replays compared", compared)
 }
 
-func whatIfResult(t *testing.T, snap *snapshot.Snapshot, o Options) *Result {
+// runResult replays snap with o to its end.
+func runResult(t *testing.T, snap *snapshot.Snapshot, o Options) *Result {
 	t.Helper()
 	r, err := New(snap, o)
 	if err != nil {

@@ -58,19 +58,6 @@ func recordDependentSplit(t *testing.T, v allocator.Version) (*snapshot.Snapshot
 	return snap, truth
 }
 
-func runReplay(t *testing.T, snap *snapshot.Snapshot, o Options) *Result {
-	t.Helper()
-	r, err := New(snap, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := r.Run()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return res
-}
-
 // TestRuntimeSettingsOption: a recording without a runtime switch whose
 // figures depend on one being absent carries the assumption without
 // --runtime-settings, every exact figure then equal to the simulator's;
@@ -80,7 +67,7 @@ func TestRuntimeSettingsOption(t *testing.T) {
 	for _, v := range []allocator.Version{allocator.V2_1, allocator.V2_5, allocator.Latest} {
 		snap, truth := recordDependentSplit(t, v)
 
-		plain := runReplay(t, snap, Options{})
+		plain := runResult(t, snap, Options{})
 		if len(plain.Assumptions) != 1 || !strings.Contains(plain.Assumptions[0], "--runtime-settings") {
 			t.Errorf("%s, no option: assumptions %q, want the one about expandable_segments", v, plain.Assumptions)
 		}
@@ -91,7 +78,7 @@ func TestRuntimeSettingsOption(t *testing.T) {
 			t.Errorf("%s, no option: allocated_bytes.all.allocated is a bound", v)
 		}
 
-		opt := runReplay(t, snap, Options{RuntimeSettings: true})
+		opt := runResult(t, snap, Options{RuntimeSettings: true})
 		if len(opt.Assumptions) != 0 {
 			t.Errorf("%s, --runtime-settings: assumptions %q, want none (the figures are bounds)", v, opt.Assumptions)
 		}
@@ -144,12 +131,12 @@ func TestNoAssumptionWithoutDependentSplit(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if res := runReplay(t, snap, Options{}); len(res.Assumptions) != 0 {
+		if res := runResult(t, snap, Options{}); len(res.Assumptions) != 0 {
 			t.Errorf("%s: assumptions %q, want none", v, res.Assumptions)
 		}
 	}
 	snap, _ := recordDependentSplit(t, allocator.V2_0)
-	res := runReplay(t, snap, Options{RuntimeSettings: true})
+	res := runResult(t, snap, Options{RuntimeSettings: true})
 	if len(res.Assumptions) != 0 {
 		t.Errorf("2.0: assumptions %q: nothing to switch before 2.1", res.Assumptions)
 	}
