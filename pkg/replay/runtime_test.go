@@ -1,7 +1,6 @@
 package replay
 
 import (
-	"bytes"
 	"strings"
 	"testing"
 
@@ -46,16 +45,7 @@ func recordDependentSplit(t *testing.T, v allocator.Version) (*snapshot.Snapshot
 	if err := a.Free(x, snapshot.NoStack); err != nil {
 		t.Fatal(err)
 	}
-	truth := a.MemoryStats()
-	var buf bytes.Buffer
-	if err := snapshot.Write(&buf, a.Snapshot()); err != nil {
-		t.Fatal(err)
-	}
-	snap, err := snapshot.Read(bytes.NewReader(buf.Bytes()), int64(buf.Len()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return snap, truth
+	return writeRead(t, a.Snapshot()), a.MemoryStats()
 }
 
 // TestRuntimeSettingsOption: a recording without a runtime switch whose
@@ -123,15 +113,7 @@ func TestNoAssumptionWithoutDependentSplit(t *testing.T) {
 		a.Free(y, snapshot.NoStack)
 		a.Malloc(16<<20, 0, snapshot.NoStack)
 		a.Free(x, snapshot.NoStack)
-		var buf bytes.Buffer
-		if err := snapshot.Write(&buf, a.Snapshot()); err != nil {
-			t.Fatal(err)
-		}
-		snap, err := snapshot.Read(bytes.NewReader(buf.Bytes()), int64(buf.Len()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if res := runResult(t, snap, Options{}); len(res.Assumptions) != 0 {
+		if res := runResult(t, writeRead(t, a.Snapshot()), Options{}); len(res.Assumptions) != 0 {
 			t.Errorf("%s: assumptions %q, want none", v, res.Assumptions)
 		}
 	}
