@@ -123,6 +123,15 @@ func (d *Decoder) SetBudget(check func(held int64) error) {
 	d.nextCheck = d.base + int64(d.pos)
 }
 
+// Stack returns the decoder's stack and the stack positions of its open
+// MARKs, for a compactor that needs to know where the value it compacts
+// lies (which list of a list of lists a trace entry is in, for a reader
+// that hands entries on as they decode): while Compact runs on items a
+// container takes (APPEND, APPENDS, SETITEM, SETITEMS), that container is
+// the stack's last value and the items are no longer on it. Both slices
+// are the decoder's own: read them only, and only until Compact returns.
+func (d *Decoder) Stack() (stack []Value, marks []int) { return d.stack, d.marks }
+
 // Footprint estimates the bytes the decoder holds: its store's (see
 // Values.Footprint), its stack, memo, input buffer and list cache.
 func (d *Decoder) Footprint() int64 {

@@ -119,11 +119,15 @@ type builder struct {
 	contexts      Contexts
 	lastContext   EntryContext
 	lastContextID ContextID
+	contextSet    bool
 	fields        [kCount]pickle.Value
 	present       [kCount]bool
 	// actionOf caches the action of an entry's action string, by its
 	// pickle string id: the Action plus one, 0 where not parsed yet.
 	actionOf []uint8
+	// stream, when set, is handed each entry in place of the trace
+	// (Stream, stream.go).
+	stream *entryStream
 }
 
 func newBuilder(vs *pickle.Values) *builder {
@@ -368,10 +372,15 @@ func (b *builder) entry() (pickle.Value, bool, error) {
 		}
 	}
 	// Most entries repeat the previous entry's context: skip the map.
-	if c != b.lastContext || b.trace.Len() == 0 {
-		b.lastContext, b.lastContextID = c, b.contexts.Intern(c)
+	if c != b.lastContext || !b.contextSet {
+		b.lastContext, b.lastContextID, b.contextSet = c, b.contexts.Intern(c), true
 	}
 	e.Context = b.lastContextID
+	if b.stream != nil {
+		// Handed on, not kept: the record's payload numbers the entries
+		// in file order, as the trace's indices do.
+		return b.stream.entry(b, e, c)
+	}
 	if b.trace.Len() >= caps.entries {
 		return pickle.None, false, fmt.Errorf("more than %d trace entries, the limit (MaxTraceEntries)", caps.entries)
 	}

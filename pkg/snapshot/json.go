@@ -41,6 +41,21 @@ func readJSON(r io.Reader, vs *pickle.Values, c pickle.Compactor, budget func(he
 	var result pickle.Value
 	done := false
 	open := int64(0) // items in stack's levels
+	if b, ok := c.(*builder); ok && b.stream != nil {
+		// A device's entries are compacted when its list closes: the
+		// list is then device_traces' next item, device_traces the last
+		// key of the top-level dict.
+		b.stream.place = func() (int, bool) {
+			if len(stack) != 2 || stack[0].kind != pickle.KindDict || stack[1].kind != pickle.KindList {
+				return 0, false
+			}
+			keys := stack[0].items
+			if len(keys)%2 != 1 || keys[len(keys)-1].Kind != pickle.KindString || vs.Text(keys[len(keys)-1]) != "device_traces" {
+				return 0, false
+			}
+			return len(stack[1].items), true
+		}
+	}
 	put := func(v pickle.Value) {
 		if len(stack) == 0 {
 			result, done = v, true

@@ -159,7 +159,11 @@ func Load(path string) (*Snapshot, error) {
 
 // Read decodes a snapshot from r; size is the input's length if known
 // (-1 otherwise), used only to bound gzip expansion.
-func Read(r io.Reader, size int64) (*Snapshot, error) {
+func Read(r io.Reader, size int64) (*Snapshot, error) { return readWith(r, size, nil) }
+
+// readWith is Read, handing the trace entries to stream when it is set
+// (Stream) instead of keeping them.
+func readWith(r io.Reader, size int64, stream *entryStream) (*Snapshot, error) {
 	bufSize := 1 << 20
 	if size >= 0 && size < int64(bufSize) {
 		bufSize = max(int(size), 16)
@@ -210,6 +214,7 @@ func Read(r io.Reader, size int64) (*Snapshot, error) {
 	}
 	vs := pickle.NewValues()
 	b := newBuilder(vs)
+	b.stream = stream
 	var top pickle.Value
 	if isJSONStart(head) {
 		features.JSON = true
@@ -220,6 +225,9 @@ func Read(r io.Reader, size int64) (*Snapshot, error) {
 		}
 		top, err = readJSON(jr, vs, b, func(held int64) error { return checkMemory(held+b.footprint(), jr.n, fileRead()) })
 		if err != nil {
+			if stream != nil && stream.err != nil {
+				return nil, stream.err
+			}
 			return nil, err
 		}
 	} else {
@@ -230,6 +238,9 @@ func Read(r io.Reader, size int64) (*Snapshot, error) {
 			in = io.MultiReader(bytes.NewReader(buffered), src)
 		}
 		d := pickle.NewDecoder(in, vs, b)
+		if stream != nil {
+			stream.place = picklePlace(d, vs)
+		}
 		fileRead := d.Offset
 		if compressed != nil {
 			fileRead = func() int64 { return compressed.n }
@@ -237,6 +248,9 @@ func Read(r io.Reader, size int64) (*Snapshot, error) {
 		d.SetBudget(func(held int64) error { return checkMemory(held+b.footprint(), d.Offset(), fileRead()) })
 		top, err = d.Decode()
 		if err != nil {
+			if stream != nil && stream.err != nil {
+				return nil, stream.err
+			}
 			return nil, explainPickleError(err, head)
 		}
 		features.PickleProtocol = d.Protocol()
@@ -525,6 +539,9 @@ func (b *builder) finishSegment(p *pendingSegment, warnings *[]string) Segment {
 
 // traces reads device_traces: a list with one list of entries per device.
 func (b *builder) traces(s *Snapshot, v pickle.Value) error {
+	if b.stream != nil {
+		return b.streamTraces(s, v)
+	}
 	vs := b.vs
 	if v.Kind != pickle.KindList && v.Kind != pickle.KindTuple {
 		return fmt.Errorf("%w: \"device_traces\" is a %s, not a list", ErrNotSnapshot, v.Kind)
