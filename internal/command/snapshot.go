@@ -59,3 +59,19 @@ func PrintWarnings(errOut io.Writer, prefix string, warnings []string) {
 		fmt.Fprintln(errOut, l)
 	}
 }
+
+// StreamSnapshot reads file as LoadSnapshot does, under the same heap
+// limit, handing each trace entry to fn as it decodes instead of keeping
+// the trace (snapshot.Stream); the file's warnings are printed at the end.
+// fn's error comes back as it is.
+func StreamSnapshot(errOut io.Writer, file string, fn func(*snapshot.StreamedEntry) error) (*snapshot.Streamed, error) {
+	limitHeapFor(file)
+	st, err := snapshot.Stream(file, fn)
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range WarningLines(file, st.Snapshot) {
+		fmt.Fprintln(errOut, w)
+	}
+	return st, nil
+}

@@ -48,6 +48,20 @@ func GuessVersion(s *snapshot.Snapshot) allocator.Version {
 // present. The simulator's default decisions are the same across each
 // range; what differs is listed in docs/versions.md.
 func GuessVersionRange(s *snapshot.Snapshot) VersionRange {
+	entries := false
+	for _, tr := range s.Traces {
+		if tr.Len() > 0 {
+			entries = true
+			break
+		}
+	}
+	return GuessVersionRangeEntries(s, entries)
+}
+
+// GuessVersionRangeEntries is GuessVersionRange for a snapshot whose
+// entries were handed on as it decoded, not kept (snapshot.Stream):
+// entries says whether the file had any.
+func GuessVersionRangeEntries(s *snapshot.Snapshot, entries bool) VersionRange {
 	f := s.Features
 	r := VersionRange{Min: allocator.V2_0, Max: allocator.Latest}
 	atLeast := func(v allocator.Version) {
@@ -58,13 +72,6 @@ func GuessVersionRange(s *snapshot.Snapshot) VersionRange {
 	atMost := func(v allocator.Version) {
 		if v < r.Max {
 			r.Max = v
-		}
-	}
-	entries := false
-	for _, tr := range s.Traces {
-		if tr.Len() > 0 {
-			entries = true
-			break
 		}
 	}
 	blocks := false

@@ -34,11 +34,16 @@ type Options struct {
 	Addr      string
 	Device    int
 	AllFrames bool
+	// Stream lists the entries as the file decodes (runStream).
+	Stream bool
 
 	query analysis.TraceQuery
 	// walk is the device's trace being listed (tests look at how far it
 	// is when a line is written).
 	walk *analysis.TraceWalk
+	// streamed counts the entries a --stream listing has been handed so
+	// far (tests look at it when a line is written).
+	streamed int
 }
 
 // NewCmdTrace returns the trace command. runF replaces runTrace in tests
@@ -65,10 +70,23 @@ free_completed, segment_alloc, segment_free, segment_map, segment_unmap,
 oom, snapshot, annotate), --min-size the entries of at least that size, --addr the
 entries whose block or segment contains that address (hex or decimal).
 Segment locations and names come from replaying the trace, so they are
-right whatever the filter keeps.`,
+right whatever the filter keeps.
+
+The listing waits for the whole file: the header's release and each row's
+allocated memory and segment depend on all of it. --stream prints each
+entry as the file decodes instead, with the columns the entries read so
+far determine: index, time, action, name, size, stream, where (the segment
+when one allocated in the trace so far holds the block, else the address
+and "(seg ?)"), the changes of requested and reserved memory since before
+the first entry ("Requested change", "Reserved change": not totals) and
+the frame.
+Its memory follows the live blocks, not the trace's length; the release,
+the peaks of the changes and the snapshot's own figures come at the end.
+Every filter applies; --json writes JSON Lines as it goes.`,
 		Example: `  memstat trace snapshot.pickle
   memstat trace snapshot.pickle --from +0.5s --to +0.6s --action alloc --min-size 1MiB
-  memstat trace snapshot.pickle --addr 0x7f2118400000 --json`,
+  memstat trace snapshot.pickle --addr 0x7f2118400000 --json
+  memstat trace --stream big-snapshot.pickle | less`,
 		Args: command.OneSnapshot("memstat trace FILE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.File = args[0]
@@ -87,6 +105,7 @@ right whatever the filter keeps.`,
 	fl.StringVar(&opts.Action, "action", "", "only these actions, comma-separated (alloc,free_completed,...)")
 	fl.StringVar(&opts.MinSize, "min-size", "", "only entries of at least this size, e.g. 1MiB")
 	fl.StringVar(&opts.Addr, "addr", "", "only entries whose block or segment contains this address (0x hex or decimal)")
+	fl.BoolVar(&opts.Stream, "stream", false, "print each entry as the file decodes, with the changes of memory since the first entry instead of the totals")
 	command.AddDeviceFlag(cmd, &opts.Device)
 	command.AddAllFramesFlag(cmd, &opts.AllFrames)
 	command.AddOutputFlags(cmd, &opts.Output, report.Text, report.JSON, report.Markdown)
@@ -149,6 +168,9 @@ func parseAddr(s string) (uint64, error) {
 }
 
 func runTrace(opts *Options) error {
+	if opts.Stream {
+		return runStream(opts)
+	}
 	// The heap limit counts the walk's live blocks besides the replay
 	// (the batches the printer goroutine holds are a few hundred KB).
 	command.NeedHeap(command.HeapNeed{PerBlock: analysis.TraceLivePerBlock})

@@ -1,0 +1,366 @@
+package trace
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/memstat/memstat/internal/command"
+	"github.com/memstat/memstat/internal/rowpipe"
+	"github.com/memstat/memstat/pkg/analysis"
+	"github.com/memstat/memstat/pkg/replay"
+	"github.com/memstat/memstat/pkg/report"
+	"github.com/memstat/memstat/pkg/snapshot"
+)
+
+// streamNote says what a streaming listing's columns mean, a line each.
+var streamNote = []string{
+	`Streamed as the file decodes: each row holds what the entries read so far determine; the release and the peaks come at the end.`,
+	`"Requested change", "Reserved change": the changes of requested and reserved memory since before entry 0, not totals (memstat trace without --stream shows the memory allocated after each entry).`,
+	`"(seg ?)": no segment allocated in the trace so far holds the address (a segment from before the trace, or an expandable segment's mapping); a free of a block from before the trace has no name or frame.`,
+}
+
+// runStream lists the trace as the file decodes (--stream): rows go out
+// as the decoder reaches each entry, nothing of the trace is kept, and
+// what needs the whole file (the release, the snapshot's segments) comes
+// in the lines at the end.
+func runStream(opts *Options) error {
+	out := newFlusher(opts.IO.Out)
+	var p streamPrinter
+	if opts.Format == report.JSON {
+		p = newStreamJSON(out, opts)
+	} else {
+		p = newStreamText(out, opts)
+	}
+	ts := analysis.NewTraceStream(opts.query, opts.AllFrames)
+	cur, n := -1, 0
+	var seen []int
+	last := time.Now()
+	emit := func(ev *analysis.StreamEvent) error {
+		if err := p.event(ev); err != nil {
+			return err
+		}
+		return out.tick()
+	}
+	st, err := command.StreamSnapshot(opts.IO.ErrOut, opts.File, func(se *snapshot.StreamedEntry) error {
+		opts.streamed++
+		if n++; n&255 == 0 && time.Since(last) >= rowpipe.TickEvery {
+			// Rows that trickle out (a selective filter) are not held back.
+			last = time.Now()
+			if err := out.flushBuffered(); err != nil {
+				return err
+			}
+		}
+		if opts.Device >= 0 && se.Device != opts.Device {
+			return nil
+		}
+		if se.Device != cur {
+			if cur >= 0 {
+				if err := p.endDevice(ts.Summary(cur)); err != nil {
+					return err
+				}
+			}
+			cur = se.Device
+			seen = append(seen, cur)
+			if err := p.beginDevice(cur, se.Entry.TimeUS != 0); err != nil {
+				return err
+			}
+		}
+		return ts.Entry(se, emit)
+	})
+	if err != nil {
+		if out.failed(err) {
+			return err
+		}
+		// The rows read before the error stay printed, then the error.
+		if ferr := out.Flush(); ferr != nil {
+			return ferr
+		}
+		return err
+	}
+	if cur >= 0 {
+		if err := p.endDevice(ts.Summary(cur)); err != nil {
+			return err
+		}
+	}
+	if len(seen) == 0 {
+		if opts.Device >= 0 {
+			return fmt.Errorf("%s: device %d has no trace", opts.File, opts.Device)
+		}
+		p.noTrace()
+		return out.Flush()
+	}
+	s := st.Snapshot
+	total := 0
+	for _, n := range st.Entries {
+		total += n
+	}
+	version := replay.GuessVersionRangeEntries(s, total > 0).String()
+	for _, d := range seen {
+		var reserved, allocated int64
+		for _, sg := range s.DeviceSegments(d) {
+			reserved += sg.TotalSize
+			for _, b := range sg.Blocks {
+				if b.State == snapshot.ActiveAllocated {
+					allocated += b.Size
+				}
+			}
+		}
+		if err := p.summary(ts.Summary(d), version, reserved, allocated); err != nil {
+			return err
+		}
+	}
+	return out.Flush()
+}
+
+// streamPrinter writes a streaming listing as the file decodes.
+type streamPrinter interface {
+	noTrace()
+	beginDevice(device int, withTime bool) error
+	event(ev *analysis.StreamEvent) error
+	endDevice(sum *analysis.StreamSummary) error
+	summary(sum *analysis.StreamSummary, version string, segReserved, segAllocated int64) error
+}
+
+// streamColumns are a streaming listing's columns (see streamNote).
+func streamColumns(withTime bool) []report.Column {
+	cols := []report.Column{{Name: "#", Key: "index", Align: report.Right}}
+	if withTime {
+		cols = append(cols, report.Column{Name: "Time", Key: "seconds", Align: report.Right})
+	}
+	return append(cols,
+		report.Column{Name: "Action", Key: "action"},
+		report.Column{Name: "Name", Key: "name"},
+		report.Column{Name: "Size", Key: "size", Align: report.Right},
+		report.Column{Name: "Stream", Key: "stream"},
+		report.Column{Name: "Where", Key: "where"},
+		report.Column{Name: "Requested change", Key: "requested_change", Align: report.Right},
+		report.Column{Name: "Reserved change", Key: "reserved_change", Align: report.Right},
+		report.Column{Name: "Frame", Key: "frame"},
+	)
+}
+
+// appendStreamWhere is report.AppendWhere, with "(seg ?)" after an
+// address no segment read so far holds.
+func appendStreamWhere(b []byte, ev *analysis.StreamEvent) []byte {
+	n := len(b)
+	b = report.AppendWhere(b, &ev.TraceEvent)
+	if !ev.Located && len(b) > n && ev.Action != "oom" && ev.Action != "snapshot" {
+		b = append(b, " (seg ?)"...)
+	}
+	return b
+}
+
+// appendChange appends a change of memory: "+1.5 GiB", "-512 B", "0 B".
+func appendChange(b []byte, n int64) []byte {
+	if n > 0 {
+		b = append(b, '+')
+	}
+	return report.AppendSize(b, n)
+}
+
+// streamText writes a streaming listing as text or markdown: per device
+// a title, the note and a table streamed row by row; at the end a line
+// per device with what the whole file says.
+type streamText struct {
+	doc      *report.Doc
+	opts     *Options
+	table    *report.TableStream
+	line     []byte
+	cells    [][]byte
+	withTime bool
+	// frames holds each site cell's text, made once per stack (and
+	// whether it is the alloc's).
+	frames map[frameKey]string
+}
+
+type frameKey struct {
+	stack   snapshot.StackID
+	ofAlloc bool
+}
+
+func newStreamText(w io.Writer, opts *Options) *streamText {
+	return &streamText{doc: report.NewDoc(w, opts.Format), opts: opts, frames: map[frameKey]string{}}
+}
+
+func (t *streamText) noTrace() { t.doc.Line("%s", noTrace) }
+
+func (t *streamText) beginDevice(device int, withTime bool) error {
+	t.doc.Section(fmt.Sprintf("%s, device %d (streamed)", filepath.Base(t.opts.File), device))
+	for _, l := range streamNote {
+		t.doc.Line("%s", l)
+	}
+	cols := streamColumns(withTime)
+	t.table = nil
+	t.cells = make([][]byte, 0, len(cols))
+	t.withTime = withTime
+	return t.doc.Err()
+}
+
+func (t *streamText) event(ev *analysis.StreamEvent) error {
+	if t.table == nil {
+		t.table = report.NewTableStream(t.doc.BeginBlock(), t.opts.Format, streamColumns(t.withTime), 0)
+	}
+	key := frameKey{ev.SiteStack, ev.SiteOfAlloc}
+	frame, ok := t.frames[key]
+	if !ok {
+		frame = report.TraceFrame(&ev.TraceEvent)
+		t.frames[key] = frame
+	}
+	var ends [10]int
+	b, n := t.line[:0], 0
+	cell := func() { ends[n], n = len(b), n+1 }
+	b = strconv.AppendInt(b, int64(ev.Index), 10)
+	cell()
+	if t.withTime {
+		b = report.AppendSeconds(b, ev.Seconds)
+		cell()
+	}
+	b = append(b, ev.Action...)
+	cell()
+	b = append(b, report.TraceName(&ev.TraceEvent)...)
+	cell()
+	b = report.AppendSize(b, ev.Size)
+	cell()
+	b = report.AppendStream(b, ev.Stream)
+	cell()
+	b = appendStreamWhere(b, ev)
+	cell()
+	b = appendChange(b, ev.RequestedChange)
+	cell()
+	b = appendChange(b, ev.ReservedChange)
+	cell()
+	b = append(b, frame...)
+	cell()
+	t.line = b
+	c, start := t.cells[:0], 0
+	for _, end := range ends[:n] {
+		c = append(c, b[start:end:end])
+		start = end
+	}
+	t.cells = c
+	return t.table.RowBytes(c)
+}
+
+func (t *streamText) endDevice(sum *analysis.StreamSummary) error {
+	if t.table == nil {
+		t.doc.Line("no entry of the %d matches", sum.Entries)
+	} else {
+		t.doc.EndBlock(t.table.Close())
+		t.table = nil
+	}
+	return t.doc.Err()
+}
+
+func (t *streamText) summary(sum *analysis.StreamSummary, version string, segReserved, segAllocated int64) error {
+	t.doc.Line("device %d: %d of %d entries shown; after the last entry: requested change %s, reserved change %s; peak requested change %s, peak reserved change %s; the snapshot's segments: %s reserved, %s allocated; PyTorch %s",
+		sum.Device, sum.Shown, sum.Entries, appendChange(nil, sum.RequestedChange), appendChange(nil, sum.ReservedChange),
+		peakText(sum.PeakRequested), peakText(sum.PeakReserved), report.Size(segReserved), report.Size(segAllocated), version)
+	return t.doc.Err()
+}
+
+// peakText is a change's peak and the entry after which it was reached.
+func peakText(p analysis.StreamPeak) string {
+	if p.Index < 0 {
+		return "0 B (before entry 0)"
+	}
+	return string(appendChange(nil, p.Change)) + " after entry " + strconv.Itoa(p.Index)
+}
+
+// streamJSON writes a streaming listing as JSON Lines: the header, then
+// for each device a "device" record and an "event" record per entry
+// shown, and at the end a "summary" record per device.
+type streamJSON struct {
+	w      io.Writer
+	enc    *json.Encoder
+	opts   *Options
+	dev    int
+	frames map[snapshot.StackID]*report.FrameJSON
+	where  []byte
+}
+
+func newStreamJSON(w io.Writer, opts *Options) *streamJSON {
+	j := &streamJSON{w: w, enc: json.NewEncoder(w), opts: opts, frames: map[snapshot.StackID]*report.FrameJSON{}}
+	j.enc.SetEscapeHTML(false)
+	j.enc.Encode(opts.Output.JSONLHeader([]string{opts.File}))
+	return j
+}
+
+func (j *streamJSON) noTrace() {
+	j.enc.Encode(struct {
+		jsonRecord
+		Note string `json:"note"`
+	}{jsonRecord{Record: "note", File: j.opts.File}, noTrace})
+}
+
+func (j *streamJSON) beginDevice(device int, _ bool) error {
+	j.dev = device
+	return j.enc.Encode(struct {
+		jsonRecord
+		Streamed bool `json:"streamed"`
+	}{jsonRecord{Record: "device", File: j.opts.File, Device: &j.dev}, true})
+}
+
+// streamEventJSON is an event record of a streaming listing.
+type streamEventJSON struct {
+	jsonRecord
+	Index           int               `json:"index"`
+	TimeUS          int64             `json:"time_us,omitempty"`
+	Seconds         float64           `json:"seconds"`
+	Action          string            `json:"action"`
+	Addr            uint64            `json:"addr"`
+	Size            int64             `json:"size"`
+	Stream          int64             `json:"stream"`
+	Name            string            `json:"name,omitempty"`
+	Segment         uint64            `json:"segment,omitempty"`
+	Offset          int64             `json:"offset"`
+	Located         bool              `json:"located"`
+	DeviceFree      int64             `json:"device_free,omitempty"`
+	RequestedChange int64             `json:"requested_change"`
+	ReservedChange  int64             `json:"reserved_change"`
+	SiteOfAlloc     bool              `json:"site_of_alloc,omitempty"`
+	Where           string            `json:"where"`
+	Frame           *report.FrameJSON `json:"frame"`
+}
+
+func (j *streamJSON) event(ev *analysis.StreamEvent) error {
+	j.where = report.AppendWhere(j.where[:0], &ev.TraceEvent)
+	r := streamEventJSON{jsonRecord: jsonRecord{Record: "event", File: j.opts.File, Device: &j.dev},
+		Index: ev.Index, TimeUS: ev.TimeUS, Seconds: ev.Seconds, Action: ev.Action, Addr: ev.Addr, Size: ev.Size,
+		Stream: ev.Stream, Name: ev.Name, Segment: ev.Segment, Offset: ev.Offset, Located: ev.Located,
+		DeviceFree: ev.DeviceFree, RequestedChange: ev.RequestedChange, ReservedChange: ev.ReservedChange,
+		SiteOfAlloc: ev.SiteOfAlloc, Where: string(j.where)}
+	if ev.Site != analysis.NoStackFrame {
+		f, ok := j.frames[ev.SiteStack]
+		if !ok {
+			rec := report.FrameRecord(ev.Site)
+			f = &rec
+			j.frames[ev.SiteStack] = f
+		}
+		r.Frame = f
+	}
+	return j.enc.Encode(&r)
+}
+
+func (j *streamJSON) endDevice(*analysis.StreamSummary) error { return nil }
+
+func (j *streamJSON) summary(sum *analysis.StreamSummary, version string, segReserved, segAllocated int64) error {
+	dev := sum.Device
+	return j.enc.Encode(struct {
+		jsonRecord
+		Streamed          bool                `json:"streamed"`
+		TorchVersion      string              `json:"torch_version"`
+		Shown             int                 `json:"shown"`
+		Entries           int                 `json:"trace_entries"`
+		RequestedChange   int64               `json:"requested_change"`
+		ReservedChange    int64               `json:"reserved_change"`
+		PeakRequested     analysis.StreamPeak `json:"peak_requested_change"`
+		PeakReserved      analysis.StreamPeak `json:"peak_reserved_change"`
+		SegmentsReserved  int64               `json:"segments_reserved_bytes"`
+		SegmentsAllocated int64               `json:"segments_allocated_bytes"`
+	}{jsonRecord{Record: "summary", File: j.opts.File, Device: &dev}, true, version, sum.Shown, sum.Entries,
+		sum.RequestedChange, sum.ReservedChange, sum.PeakRequested, sum.PeakReserved, segReserved, segAllocated})
+}
