@@ -77,7 +77,11 @@ const (
 	reasonSyncs   = "every torch.cuda.empty_cache() and every retry after an out-of-memory synchronizes all streams, but an empty_cache() that releases nothing leaves no trace entry"
 	reasonNoTrace = "the snapshot has no trace for this device: only its final state is known"
 	// reasonCaptureOOM: traceBounds with private pools.
-	reasonCaptureOOM = "an out-of-memory error during a CUDA graph capture has no retry (malloc does not empty the cache while a capture is underway), and the trace does not record captures"
+	reasonCaptureOOM = "an out-of-memory error during a CUDA graph capture or a use_mem_pool block has no retry (malloc does not empty the cache while one is underway, on any stream of the device), and the trace does not record captures"
+	// reasonPoolsVanished: a trace before 2.9 whose final state shows no
+	// private pool, but which the default pools alone do not reproduce
+	// (PoolsPossible).
+	reasonPoolsVanished = "the snapshot shows no private pool, but before PyTorch 2.9 the trace does not say which pool each call used and a pool released before the snapshot leaves no segment in it, and the default pools alone do not reproduce this recording (some calls diverged), so private pools may have existed"
 	// reasonPoolsUnnamed: traces before 2.9.
 	reasonPoolsUnnamed = "the trace does not say which pool each allocation used (trace entries carry pool_id from PyTorch 2.9), and a pool released before the snapshot leaves no mark: the lower end is the private pools' memory at the end, the upper end the device's own peak"
 	// reasonPoolOpen: Pools.AmbiguousBytes.
@@ -97,7 +101,18 @@ const (
 //     round-trip harness finds such runs). So each peak lies between the
 //     private pools' figure at the end (exact: their segments are in the
 //     snapshot) and the device's own peak.
-func poolBounds(p *PoolFigures, namesPools bool, peakReserved, peakAllocated int64) map[string]Bound {
+//
+// A trace before 2.9 whose final state shows no private pool (possible:
+// the replay diverged from the default pools, PoolsPossible) may still
+// have had pools that were all released before the snapshot: each peak
+// lies between 0 and the device's own peak.
+func poolBounds(p *PoolFigures, namesPools, possible bool, peakReserved, peakAllocated int64) map[string]Bound {
+	if !p.Any() && possible && !namesPools {
+		return map[string]Bound{
+			PrivatePoolReserved:  {Max: &peakReserved, Reason: reasonPoolsVanished, Bytes: true},
+			PrivatePoolAllocated: {Max: &peakAllocated, Reason: reasonPoolsVanished, Bytes: true},
+		}
+	}
 	if !p.Any() || namesPools && p.AmbiguousBytes == 0 {
 		return nil
 	}
@@ -141,17 +156,26 @@ func poolBounds(p *PoolFigures, namesPools bool, peakReserved, peakAllocated int
 //     an empty_cache(): garbage collection and the fallbacks run inside an
 //     allocation that then needs a new segment.
 //
-// With private pools (pools: the replay saw one), an oom may have come
-// during a CUDA graph capture, where malloc skips release_cached_blocks
-// and its retry (C10_LIKELY(captures_underway.empty()) in malloc's
-// fallbacks, 2.0 to 2.10): such an oom had no retry and no
-// synchronize_and_free_events. The trace does not record captures, so
-// with pools the ooms only raise the upper end.
+// Where the recording allows a private pool (poolReason, not empty: the
+// replay saw one, or a trace before 2.9 the default pools alone do not
+// reproduce, PoolsPossible), an oom may have come while a CUDA graph
+// capture or (2.5+) a use_mem_pool block was underway: beginAllocateToPool
+// adds to captures_underway, and while it is not empty malloc skips
+// release_cached_blocks and its retry for every allocation on the device,
+// whatever its stream or pool (C10_LIKELY(captures_underway.empty()) in
+// malloc's fallbacks, 2.0 to 2.10). Such an oom had no retry and no
+// synchronize_and_free_events, and its entries are those of a retry that
+// found nothing to release: the trace does not record captures, and
+// release entries before the oom may be the program's own empty_cache()
+// just before a capture began. So with pools possible the ooms only raise
+// the upper end. Without (the default pools reproduce every call and the
+// snapshot shows no pool), every oom counts as a retry: a capture that
+// leaves no other mark is assumed not to have been underway.
 //
 // The program's calls are the entries it makes directly: alloc, oom,
 // free_requested and snapshot; free_completed and the segment events may
 // come from inside an allocator call.
-func traceBounds(trace *snapshot.Trace, v allocator.Version, pools bool) map[string]Bound {
+func traceBounds(trace *snapshot.Trace, v allocator.Version, poolReason string) map[string]Bound {
 	expandable := trace.Count(snapshot.ActionSegmentMap) > 0
 	var ooms, ambiguous, sureEmpty int64
 	released, grew, synced := false, false, false
@@ -201,10 +225,10 @@ func traceBounds(trace *snapshot.Trace, v allocator.Version, pools bool) map[str
 	out := map[string]Bound{}
 	maxRetries := ooms + ambiguous
 	sureRetries, retries, syncs := ooms, reasonRetries, reasonSyncs
-	if pools {
+	if poolReason != "" {
 		sureRetries = 0
-		retries += "; " + reasonCaptureOOM
-		syncs += "; " + reasonCaptureOOM
+		retries += "; " + poolReason
+		syncs += "; " + poolReason
 	}
 	out["num_alloc_retries"] = Bound{Min: sureRetries, Max: &maxRetries, Reason: retries}
 	if v.HasDeviceCounters() {

@@ -34,7 +34,7 @@ func TestTraceBounds(t *testing.T) {
 		// Releases at the end of the trace: empty_cache().
 		e(freeReq), e(segFree),
 	}
-	b := traceBounds(snapshot.TraceOf(trace...), allocator.V2_9, false)
+	b := traceBounds(snapshot.TraceOf(trace...), allocator.V2_9, "")
 	retries, syncs := b["num_alloc_retries"], b["num_sync_all_streams"]
 	if retries.Min != 1 || retries.Max == nil || *retries.Max != 2 {
 		t.Errorf("num_alloc_retries %s, want 1-2", retries)
@@ -42,18 +42,28 @@ func TestTraceBounds(t *testing.T) {
 	if syncs.Min != 3 || syncs.Max != nil {
 		t.Errorf("num_sync_all_streams %s, want >= 3", syncs)
 	}
-	if _, ok := traceBounds(snapshot.TraceOf(trace...), allocator.V2_2, false)["num_sync_all_streams"]; ok {
+	if _, ok := traceBounds(snapshot.TraceOf(trace...), allocator.V2_2, "")["num_sync_all_streams"]; ok {
 		t.Error("2.2 has no num_sync_all_streams, yet it has a bound")
 	}
 	// Without ambiguity the retries are exact and stay in memory_stats
 	// with the recording's value.
-	exact := traceBounds(snapshot.TraceOf(e(segNew), e(alloc), e(oom)), allocator.V2_9, false)
+	exact := traceBounds(snapshot.TraceOf(e(segNew), e(alloc), e(oom)), allocator.V2_9, "")
 	stats := applyBounds([]allocator.KeyValue{{Key: "num_alloc_retries", Value: 7}, {Key: "num_sync_all_streams", Value: 1}}, exact)
 	if len(stats) != 1 || stats[0] != (allocator.KeyValue{Key: "num_alloc_retries", Value: 1}) {
 		t.Errorf("exact bound: stats %v", stats)
 	}
 	if _, ok := exact["num_alloc_retries"]; ok {
 		t.Error("an exact bound stays a bound")
+	}
+	// Where the recording allows a private pool, an oom may have come
+	// during a capture (no retry, no synchronize): it counts only at the
+	// upper end, and the reason says why.
+	capt := traceBounds(snapshot.TraceOf(e(segNew), e(alloc), e(oom)), allocator.V2_8, reasonCaptureOOM)
+	if r := capt["num_alloc_retries"]; r.Min != 0 || r.Max == nil || *r.Max != 1 || !strings.Contains(r.Reason, "capture") {
+		t.Errorf("an oom that may have come during a capture: num_alloc_retries %s (%s), want 0-1", r, r.Reason)
+	}
+	if s := capt["num_sync_all_streams"]; s.Min != 0 || !strings.Contains(s.Reason, "capture") {
+		t.Errorf("an oom that may have come during a capture: num_sync_all_streams %s, want >= 0", s)
 	}
 }
 
@@ -141,6 +151,28 @@ func TestRoundTripRegressions(t *testing.T) {
 		{"graphs+MemPool+expandable", allocator.V2_8, 26, "as 2.5 seed 78", false},
 		{"graphs+MemPool+expandable", allocator.V2_6, 61, "as 2.5 seed 78, in the private pools' current reserved and allocated bytes", false},
 		{"graphs+MemPool", allocator.V2_3, 93, "a segment the trace creates and frees that the default pools and a graph's pool both reproduce went to the default pools: per-pool figures from the replay's pools", false},
+		{"graphs+MemPool", allocator.V2_1, 97, "every pool released before the snapshot (the file shows none): an oom during a capture, which has no retry, counted at the lower end of num_alloc_retries and num_sync_all_streams", false},
+		{"graphs+MemPool", allocator.V2_5, 116, "as 2.1 seed 97", false},
+		{"graphs+MemPool", allocator.V2_7, 33, "as 2.1 seed 97", false},
+		{"graphs+MemPool", allocator.V2_7, 61, "as 2.1 seed 97", false},
+		{"graphs+MemPool", allocator.V2_7, 132, "as 2.1 seed 97", false},
+		{"graphs+MemPool", allocator.V2_8, 5, "as 2.1 seed 97", false},
+		{"graphs+MemPool+expandable", allocator.V2_4, 125, "as graphs+MemPool 2.1 seed 97", false},
+		{"graphs+MemPool+expandable", allocator.V2_4, 138, "as graphs+MemPool 2.1 seed 97", false},
+		{"graphs+MemPool+expandable", allocator.V2_6, 49, "as graphs+MemPool 2.1 seed 97", false},
+		{"graphs+MemPool+expandable", allocator.V2_7, 33, "as graphs+MemPool 2.1 seed 97", false},
+		{"graphs+MemPool+expandable", allocator.V2_7, 110, "as graphs+MemPool 2.1 seed 97", false},
+		{"graphs+MemPool+expandable", allocator.V2_8, 5, "as graphs+MemPool 2.1 seed 97", false},
+		{"graphs+MemPool+expandable", allocator.V2_8, 90, "as graphs+MemPool 2.1 seed 97", false},
+		{"graphs+MemPool+expandable", allocator.V2_8, 109, "as graphs+MemPool 2.1 seed 97", false},
+		{"graphs+MemPool", allocator.V2_6, 199, "every pool released before the snapshot: the private pools' peaks were printed as 0, exact", false},
+		{"graphs+MemPool", allocator.V2_7, 95, "as 2.6 seed 199", false},
+		{"graphs+MemPool+expandable", allocator.V2_7, 95, "as graphs+MemPool 2.6 seed 199", false},
+		{"graphs+MemPool+expandable", allocator.V2_6, 199, "every pool released before the snapshot: after a forced call, the stale requested size of a free block was compared", false},
+		{"graphs+MemPool+expandable", allocator.V2_1, 97, "every pool released before the snapshot, before 2.4: the pools' cudaMalloc'd segments beside the default pools' maps read as expandable_segments switched at runtime", false},
+		{"graphs+MemPool+expandable", allocator.V2_2, 80, "as 2.1 seed 97, and as graphs+MemPool 2.1 seed 97", false},
+		{"graphs+MemPool+expandable", allocator.V2_3, 163, "as 2.1 seed 97", false},
+		{"graphs+MemPool+expandable", allocator.V2_3, 166, "as 2.1 seed 97", false},
 	} {
 		for _, s := range rtSettings {
 			if s.name != c.setting {
@@ -152,6 +184,9 @@ func TestRoundTripRegressions(t *testing.T) {
 			}
 			if s.runtime && !c.unshown && !o.detected {
 				t.Errorf("%s, %s, seed %d: the runtime switch was not detected", c.setting, c.v, c.seed)
+			}
+			if !s.runtime && o.detected {
+				t.Errorf("%s, %s, seed %d: the replay found a runtime switch in a recording without one", c.setting, c.v, c.seed)
 			}
 			if c.unshown {
 				// Without --runtime-settings the figures are wrong, and
@@ -174,11 +209,11 @@ func TestRoundTripRegressions(t *testing.T) {
 func TestPoolBounds(t *testing.T) {
 	p := PoolFigures{Final: make([]allocator.PoolUsage, 2),
 		Reserved: allocator.Stat{Current: 100 << 20, Peak: 308 << 20}, Allocated: allocator.Stat{Current: 50 << 20, Peak: 200 << 20}}
-	if b := poolBounds(&p, true, 976<<20, 900<<20); b != nil {
+	if b := poolBounds(&p, true, false, 976<<20, 900<<20); b != nil {
 		t.Errorf("2.9+, no open segment: bounds %v", b)
 	}
 	p.AmbiguousBytes = 136 << 20
-	b := poolBounds(&p, true, 976<<20, 900<<20)
+	b := poolBounds(&p, true, false, 976<<20, 900<<20)
 	r, a := b[PrivatePoolReserved], b[PrivatePoolAllocated]
 	if !r.Contains(404<<20) || r.Contains(445<<20) || r.Contains(300<<20) || !a.Contains(336<<20) || a.Contains(337<<20) {
 		t.Errorf("2.9+ bounds %+v %+v", r, a)
@@ -191,12 +226,26 @@ func TestPoolBounds(t *testing.T) {
 		t.Errorf("a count's Format %q", got)
 	}
 	p.AmbiguousBytes = 0
-	b = poolBounds(&p, false, 976<<20, 900<<20)
+	b = poolBounds(&p, false, false, 976<<20, 900<<20)
 	if r := b[PrivatePoolReserved]; r.Format(size) != "100 MiB-976 MiB" {
 		t.Errorf("before 2.9: %s", r.Format(size))
 	}
 	if a := b[PrivatePoolAllocated]; a.Format(size) != "50 MiB-900 MiB" {
 		t.Errorf("before 2.9: %s", a.Format(size))
+	}
+	// No pool in the snapshot: exact (none) unless the recording allows
+	// one released before the snapshot (before 2.9, the default pools do
+	// not reproduce it); then anything up to the device's peak.
+	none := PoolFigures{Final: make([]allocator.PoolUsage, 1)}
+	if b := poolBounds(&none, false, false, 976<<20, 900<<20); b != nil {
+		t.Errorf("no pool possible: bounds %v", b)
+	}
+	if b := poolBounds(&none, true, true, 976<<20, 900<<20); b != nil {
+		t.Errorf("2.9+, no pool: bounds %v", b)
+	}
+	b = poolBounds(&none, false, true, 976<<20, 900<<20)
+	if r, a := b[PrivatePoolReserved], b[PrivatePoolAllocated]; r.Format(size) != "0 MiB-976 MiB" || a.Format(size) != "0 MiB-900 MiB" || r.Reason != reasonPoolsVanished {
+		t.Errorf("vanished pools: %s, %s (%s)", r.Format(size), a.Format(size), r.Reason)
 	}
 }
 

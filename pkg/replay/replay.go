@@ -365,7 +365,7 @@ func New(s *snapshot.Snapshot, o Options) (*Replay, error) {
 	case follow != nil:
 		r.pools = follow.pools
 	default:
-		r.pools = findCallPools(r.snap, r.trace, r.final, r.mapPools)
+		r.pools = findCallPools(r.snap, r.trace, r.final, r.mapPools, r.poolMallocs())
 	}
 
 	if o.Mode == Follow {
@@ -1100,7 +1100,7 @@ func (r *Replay) Result() *Result {
 		if r.tw.n == 0 {
 			r.res.Bounds = noTraceBounds(int64(r.a.NumSegments()), r.cfg.Version)
 		} else {
-			r.res.Bounds = traceBounds(r.trace, r.cfg.Version, r.res.Pools.Any())
+			r.res.Bounds = traceBounds(r.trace, r.cfg.Version, r.captureReason())
 			if r.toggled || r.splitsUnknown {
 				maps.Copy(r.res.Bounds, r.runtimeBounds(r.preBlocks))
 			} else if r.sawDependentSplit {
@@ -1131,7 +1131,7 @@ func (r *Replay) Result() *Result {
 	r.res.SegmentsCreated = st.NumDeviceAlloc
 	r.res.FinalSegments = r.a.NumSegments()
 	if r.res.Bounds != nil {
-		maps.Copy(r.res.Bounds, poolBounds(&r.res.Pools, r.snap.Features.TracePoolID || r.cfg.Version.TracesPoolID(), r.peakRes.Bytes, r.peakAlloc.Bytes))
+		maps.Copy(r.res.Bounds, poolBounds(&r.res.Pools, r.namesPools(), r.poolsPossible(), r.peakRes.Bytes, r.peakAlloc.Bytes))
 		for _, k := range []string{PrivatePoolReserved, PrivatePoolAllocated} {
 			if b, ok := unapplied[k]; ok {
 				r.res.Bounds[k] = b
@@ -1140,6 +1140,63 @@ func (r *Replay) Result() *Result {
 	}
 	r.res.History.Note = historyNote(&r.res.History)
 	return r.res
+}
+
+// poolMallocs says whether the recording's cudaMalloc'd segments are
+// taken as private pools' though the final state shows no pool: before
+// 2.4 alloc_block maps expandable segments for the default pools only
+// (!p.pool->owner_PrivatePool, 2.1 to 2.3), so with expandable_segments
+// on a private pool's new memory is a segment_alloc. A segment_alloc in a
+// recording whose setting is on (its settings, or its segment_map entries
+// where the file has no settings) is then a pool's, or the setting
+// switched off at runtime. The user says the latter with RuntimeSettings;
+// without it the replay assumes no switch the recording does not show
+// (runtime.go) and takes those segments as the pools', released before
+// the snapshot where it shows none (unnamedPool), rather than a switch.
+func (r *Replay) poolMallocs() bool {
+	v := r.cfg.Version
+	if r.opts.RuntimeSettings || !v.HasExpandableSegments() || v.PrivatePoolsExpandable() || !r.cfg.ExpandableSegments {
+		return false
+	}
+	if slices.ContainsFunc(r.final, func(f *snapshot.Segment) bool { return !f.Expandable && f.PoolID.IsDefault() }) {
+		// The default pools' own cudaMalloc'd segment: the switch shows.
+		return false
+	}
+	return r.trace.Count(snapshot.ActionSegmentAlloc) > 0
+}
+
+// namesPools says whether the trace names each call's pool (2.9+).
+func (r *Replay) namesPools() bool {
+	return r.snap.Features.TracePoolID || r.cfg.Version.TracesPoolID()
+}
+
+// poolsPossible says whether the recording allows a private pool: the
+// replay saw one, or the trace names no pool (before 2.9) and the default
+// pools alone do not reproduce it (a call diverged, or entries could not
+// be applied). A pool the program released before the snapshot leaves no
+// segment in the final state, and its calls are the default pools' only
+// where the default pools would have made the same decisions; a recording
+// they reproduce call for call shows nothing a pool explains, and the
+// replay takes it as one without pools.
+func (r *Replay) poolsPossible() bool {
+	if r.res.Pools.Any() {
+		return true
+	}
+	f := r.res.Fidelity
+	return !r.namesPools() && f != nil && (f.Divergences > 0 || f.Unapplied > 0)
+}
+
+// captureReason is why an oom of the recording may have had no retry (a
+// capture may have been underway: traceBounds), or "" when the recording
+// allows no private pool.
+func (r *Replay) captureReason() string {
+	switch {
+	case r.res.Pools.Any():
+		return reasonCaptureOOM
+	case r.poolsPossible():
+		return reasonCaptureOOM + "; " + reasonPoolsVanished
+	}
+	return ""
 }
 
 // finalCurrents replaces the current figures of stats by those of the
@@ -1612,8 +1669,10 @@ func (r *Replay) example(s string) {
 // diverged counts a divergence; what describes the simulator's decision.
 func (r *Replay) diverged(i, j int, what func() string) {
 	r.res.Fidelity.Divergences++
-	if r.pools.any && !r.snap.Features.TracePoolID {
-		// The call may have used a pool other than the one tried.
+	if !r.namesPools() {
+		// The call may have used a pool other than the one tried: one
+		// the replay knows, or one released before the snapshot, which
+		// the final state does not show (poolsPossible).
 		r.poolUnknown = true
 	}
 	if r.wantExample() {
@@ -1808,8 +1867,11 @@ type callPools struct {
 
 // mapPools (inferTotalMemory) names the pool of maps no final segment
 // covers, from the reservation they share with one that one covers.
-func findCallPools(s *snapshot.Snapshot, tr *snapshot.Trace, final []*snapshot.Segment, mapPools map[int]snapshot.PoolID) callPools {
+// mallocs: the recording's cudaMalloc'd segments may be private pools'
+// though the final state shows none (poolMallocs).
+func findCallPools(s *snapshot.Snapshot, tr *snapshot.Trace, final []*snapshot.Segment, mapPools map[int]snapshot.PoolID, mallocs bool) callPools {
 	cp := callPools{call: map[int]snapshot.PoolID{}, seg: map[int]snapshot.PoolID{}, released: map[int]snapshot.PoolID{}, guess: map[int]bool{}, capturingEmptyCache: map[int]bool{}}
+	cp.any = mallocs && !s.Features.TracePoolID
 	for _, f := range final {
 		cp.any = cp.any || !f.PoolID.IsDefault()
 	}

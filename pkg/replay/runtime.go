@@ -16,7 +16,11 @@ import (
 // or a kind the recorded setting cannot make, the setting changed during
 // the run: the replay then switches the simulator's setting to the one
 // each new segment shows, keeps it for the calls in between, and tries the
-// other value where a call diverges from the recording. Which value was in
+// other value where a call diverges from the recording. (Before 2.4 a
+// cudaMalloc beside maps is also what a private pool makes while the
+// setting is on, its segments never expandable, released before the
+// snapshot if the final state shows none: without RuntimeSettings the
+// replay takes it as a pool's, poolMallocs, not as a switch.) Which value was in
 // force at a cache hit is often not shown, and should_split depends on it
 // (a large-pool block splits for any remainder of 512 bytes or more while
 // expandable segments are on, only above 1 MiB while they are off), so the
@@ -85,7 +89,9 @@ func (r *Replay) noteSplitDependence(i, j int) {
 }
 
 // expandableToggled reports whether the recording shows expandable_segments
-// switched at runtime, and the setting its first new segment shows.
+// switched at runtime, and the setting its first new segment shows. With
+// private pools (pools.any, poolMallocs included) a cudaMalloc'd segment
+// may be a pool's, so the kinds show no switch.
 func (r *Replay) expandableToggled() (toggled, first bool) {
 	if !r.cfg.Version.HasExpandableSegments() || r.pools.any {
 		return false, false
