@@ -30,7 +30,7 @@ var jsonRuns = map[string][][]string{
 	"peak":     {{"FILE"}, {"--by", "file", "--stacks", "FILE"}},
 	"oom":      {{"FILE"}, {"--stacks", "FILE"}},
 	"segments": {{"FILE"}, {"--at", "peak", "FILE"}},
-	"trace":    {{"FILE"}, {"--action", "alloc", "--all-frames", "FILE"}},
+	"trace":    {{"FILE"}, {"--action", "alloc", "--all-frames", "FILE"}, {"--stream", "FILE"}, {"--stream", "--action", "alloc", "FILE"}},
 	"diff":     {{"FILE", "OTHER"}, {"--stacks", "FILE", "OTHER", "OTHER", "FILE"}, {"--runtime-settings", "FILE", "OTHER"}},
 	"replay":   {{"FILE"}, {"--alloc-conf", "expandable_segments:True", "FILE"}, {"--runtime-settings", "FILE"}},
 	"advise":   {{"FILE"}},
@@ -227,6 +227,13 @@ func checkLines(t *testing.T, sch *schemacheck.Schema, args []string, out string
 		records = append(records, rec.Record)
 	}
 	seq := strings.Join(records, " ")
+	if slices.Contains(args, "--stream") {
+		// What needs the whole file comes in one line at the end.
+		var ended bool
+		if seq, ended = strings.CutSuffix(seq, " end"); !ended && seq != "header note" {
+			t.Errorf("%v: records in the order %s, want an end line last", args, seq)
+		}
+	}
 	ok := seq == "header note"
 	if rest, found := strings.CutPrefix(seq, "header "); found && !ok {
 		ok = strings.Trim(strings.ReplaceAll(strings.ReplaceAll(rest, "device event summary", ""), "device summary", ""), " ") == ""

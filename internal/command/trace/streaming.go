@@ -18,7 +18,7 @@ import (
 
 // streamNote says what a streaming listing's columns mean, a line each.
 var streamNote = []string{
-	`Streamed as the file decodes: each row holds what the entries read so far determine; the release and the peaks come at the end.`,
+	`Streamed as the file decodes: each row holds what the entries read so far determine; the peaks follow the rows, the release comes once the whole file is read.`,
 	`"Requested change", "Reserved change": the changes of requested and reserved memory since before entry 0, not totals (memstat trace without --stream shows the memory allocated after each entry).`,
 	`"(seg ?)": no segment allocated in the trace so far holds the address (a segment from before the trace, or an expandable segment's mapping); a free of a block from before the trace has no name or frame.`,
 }
@@ -98,22 +98,37 @@ func runStream(opts *Options) error {
 	for _, n := range st.Entries {
 		total += n
 	}
-	version := replay.GuessVersionRangeEntries(s, total > 0).String()
+	end := streamEnd{Version: replay.GuessVersionRangeEntries(s, total > 0).String()}
 	for _, d := range seen {
-		var reserved, allocated int64
-		for _, sg := range s.DeviceSegments(d) {
-			reserved += sg.TotalSize
-			for _, b := range sg.Blocks {
+		sg := streamSegments{Device: d}
+		for _, seg := range s.DeviceSegments(d) {
+			sg.Reserved += seg.TotalSize
+			for _, b := range seg.Blocks {
 				if b.State == snapshot.ActiveAllocated {
-					allocated += b.Size
+					sg.Allocated += b.Size
 				}
 			}
 		}
-		if err := p.summary(ts.Summary(d), version, reserved, allocated); err != nil {
-			return err
-		}
+		end.Segments = append(end.Segments, sg)
+	}
+	if err := p.end(&end); err != nil {
+		return err
 	}
 	return out.Flush()
+}
+
+// streamEnd is what a streaming listing learns at the end of the file:
+// the release its keys allow and, for each device listed, what its
+// segments hold (the state after the last entry, as the snapshot says).
+type streamEnd struct {
+	Version  string           `json:"torch_version"`
+	Segments []streamSegments `json:"segments"`
+}
+
+type streamSegments struct {
+	Device    int   `json:"device"`
+	Reserved  int64 `json:"reserved_bytes"`
+	Allocated int64 `json:"allocated_bytes"`
 }
 
 // streamPrinter writes a streaming listing as the file decodes.
@@ -121,8 +136,10 @@ type streamPrinter interface {
 	noTrace()
 	beginDevice(device int, withTime bool) error
 	event(ev *analysis.StreamEvent) error
+	// endDevice ends a device's rows with what its entries said: its list
+	// is done once the next device's begins, or the file ends.
 	endDevice(sum *analysis.StreamSummary) error
-	summary(sum *analysis.StreamSummary, version string, segReserved, segAllocated int64) error
+	end(e *streamEnd) error
 }
 
 // streamColumns are a streaming listing's columns (see streamNote).
@@ -252,13 +269,17 @@ func (t *streamText) endDevice(sum *analysis.StreamSummary) error {
 		t.doc.EndBlock(t.table.Close())
 		t.table = nil
 	}
+	t.doc.Line("%d of %d entries shown; after the last entry: requested change %s, reserved change %s; peak requested change %s, peak reserved change %s",
+		sum.Shown, sum.Entries, appendChange(nil, sum.RequestedChange), appendChange(nil, sum.ReservedChange),
+		peakText(sum.PeakRequested), peakText(sum.PeakReserved))
 	return t.doc.Err()
 }
 
-func (t *streamText) summary(sum *analysis.StreamSummary, version string, segReserved, segAllocated int64) error {
-	t.doc.Line("device %d: %d of %d entries shown; after the last entry: requested change %s, reserved change %s; peak requested change %s, peak reserved change %s; the snapshot's segments: %s reserved, %s allocated; PyTorch %s",
-		sum.Device, sum.Shown, sum.Entries, appendChange(nil, sum.RequestedChange), appendChange(nil, sum.ReservedChange),
-		peakText(sum.PeakRequested), peakText(sum.PeakReserved), report.Size(segReserved), report.Size(segAllocated), version)
+func (t *streamText) end(e *streamEnd) error {
+	t.doc.Section(fmt.Sprintf("%s: the whole file read (PyTorch %s)", filepath.Base(t.opts.File), e.Version))
+	for _, sg := range e.Segments {
+		t.doc.Line("device %d: the snapshot's segments hold %s reserved, %s allocated", sg.Device, report.Size(sg.Reserved), report.Size(sg.Allocated))
+	}
 	return t.doc.Err()
 }
 
@@ -345,22 +366,24 @@ func (j *streamJSON) event(ev *analysis.StreamEvent) error {
 	return j.enc.Encode(&r)
 }
 
-func (j *streamJSON) endDevice(*analysis.StreamSummary) error { return nil }
-
-func (j *streamJSON) summary(sum *analysis.StreamSummary, version string, segReserved, segAllocated int64) error {
-	dev := sum.Device
+func (j *streamJSON) endDevice(sum *analysis.StreamSummary) error {
 	return j.enc.Encode(struct {
 		jsonRecord
-		Streamed          bool                `json:"streamed"`
-		TorchVersion      string              `json:"torch_version"`
-		Shown             int                 `json:"shown"`
-		Entries           int                 `json:"trace_entries"`
-		RequestedChange   int64               `json:"requested_change"`
-		ReservedChange    int64               `json:"reserved_change"`
-		PeakRequested     analysis.StreamPeak `json:"peak_requested_change"`
-		PeakReserved      analysis.StreamPeak `json:"peak_reserved_change"`
-		SegmentsReserved  int64               `json:"segments_reserved_bytes"`
-		SegmentsAllocated int64               `json:"segments_allocated_bytes"`
-	}{jsonRecord{Record: "summary", File: j.opts.File, Device: &dev}, true, version, sum.Shown, sum.Entries,
-		sum.RequestedChange, sum.ReservedChange, sum.PeakRequested, sum.PeakReserved, segReserved, segAllocated})
+		Streamed        bool                `json:"streamed"`
+		Shown           int                 `json:"shown"`
+		Entries         int                 `json:"trace_entries"`
+		RequestedChange int64               `json:"requested_change"`
+		ReservedChange  int64               `json:"reserved_change"`
+		PeakRequested   analysis.StreamPeak `json:"peak_requested_change"`
+		PeakReserved    analysis.StreamPeak `json:"peak_reserved_change"`
+	}{jsonRecord{Record: "summary", File: j.opts.File, Device: &j.dev}, true, sum.Shown, sum.Entries,
+		sum.RequestedChange, sum.ReservedChange, sum.PeakRequested, sum.PeakReserved})
+}
+
+func (j *streamJSON) end(e *streamEnd) error {
+	return j.enc.Encode(struct {
+		Record string `json:"record"`
+		File   string `json:"file"`
+		*streamEnd
+	}{"end", j.opts.File, e})
 }
