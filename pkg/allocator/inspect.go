@@ -58,6 +58,44 @@ func (a *Allocator) BlockAt(addr uint64) (BlockInfo, bool) {
 	return a.blockInfo(b), b != nil
 }
 
+// Locate returns BlockAt's RegionAddress and Offset for addr without the
+// rest of the block's view: the base of the segment (or expandable
+// reservation) holding addr and the offset there of the block containing
+// it. An address no region holds is answered from the regions alone (a
+// binary search of a few cached pages), before the address table: a
+// miss there reads a slot and the blocks of its probe run, cache misses
+// each, and a trace's listing asks at every allocation, including those
+// a replay could not apply (a generated trace's addresses outside every
+// segment). Every block lies in exactly one region (CheckInvariants), so
+// the answer is BlockAt's.
+func (a *Allocator) Locate(addr uint64) (region uint64, offset int64, ok bool) {
+	r := a.regions.find(addr)
+	if r == nil {
+		return 0, 0, false
+	}
+	b := a.allocated.get(addr)
+	if b == nil {
+		if b = r.blockAt(addr); b == nil {
+			return 0, 0, false
+		}
+	}
+	return r.base, int64(b.addr - r.base), true
+}
+
+// AllocatedAt returns the handed-out block at addr: BlockAt's answer when
+// it is a block starting at addr in state ActiveAllocated, which only the
+// address table holds (CheckInvariants). As Locate, an address no region
+// holds is answered from the regions alone.
+func (a *Allocator) AllocatedAt(addr uint64) (BlockInfo, bool) {
+	if a.regions.find(addr) == nil {
+		return BlockInfo{}, false
+	}
+	if b := a.allocated.get(addr); b != nil {
+		return a.blockInfo(b), true
+	}
+	return BlockInfo{}, false
+}
+
 // Allocated reports whether addr is the address of a handed-out block.
 func (a *Allocator) Allocated(addr uint64) bool {
 	return a.allocated.get(addr) != nil

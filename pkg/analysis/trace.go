@@ -357,12 +357,6 @@ func (w *TraceWalk) Run(fr *Frames, q TraceQuery, emit func(*TraceEvent) error) 
 	phaseAt := phases.Cursor()
 	var blocks liveTable
 	var nm names
-	locate := func(a *allocator.Allocator, addr uint64) (uint64, int64, bool) {
-		if b, ok := a.BlockAt(addr); ok {
-			return b.RegionAddress, b.Offset, true
-		}
-		return 0, 0, false
-	}
 	sum := &TraceSummary{Device: w.dev, Entries: trace.Len()}
 	st := r.Allocator().Stats()
 	startAlloc, startRes := st.AllocatedBytes[allocator.PoolAll].Current, st.ReservedBytes[allocator.PoolAll].Current
@@ -401,7 +395,7 @@ func (w *TraceWalk) Run(fr *Frames, q TraceQuery, emit func(*TraceEvent) error) 
 		switch e.Action {
 		case snapshot.ActionAlloc:
 			l := traceLive{name: int32(nm.take()), named: true, stack: e.Stack}
-			l.seg, l.off, l.ok = locate(a, e.Addr)
+			l.seg, l.off, l.ok = a.Locate(e.Addr)
 			slot, ok := blocks.find(e.Addr)
 			if ok && blocks.slots[slot].v.named {
 				// The free of the block before was never recorded.
@@ -419,8 +413,8 @@ func (w *TraceWalk) Run(fr *Frames, q TraceQuery, emit func(*TraceEvent) error) 
 				// Allocated before the trace began.
 				if b, ok := a.BlockAt(e.Addr); ok {
 					l.stack = b.Stack
+					l.seg, l.off, l.ok = b.RegionAddress, b.Offset, true
 				}
-				l.seg, l.off, l.ok = locate(a, e.Addr)
 				if e.Action == snapshot.ActionFreeRequested {
 					blocks.put(slot, e.Addr, l)
 				}
@@ -443,7 +437,7 @@ func (w *TraceWalk) Run(fr *Frames, q TraceQuery, emit func(*TraceEvent) error) 
 		case snapshot.ActionSegmentAlloc, snapshot.ActionSegmentFree:
 			ev.Segment, ev.Located = e.Addr, true
 		case snapshot.ActionSegmentMap, snapshot.ActionSegmentUnmap:
-			ev.Segment, ev.Offset, ev.Located = locate(a, e.Addr)
+			ev.Segment, ev.Offset, ev.Located = a.Locate(e.Addr)
 		case snapshot.ActionOOM:
 			ev.DeviceFree, ev.Addr = e.DeviceFree(), 0
 		}

@@ -198,7 +198,7 @@ func BuildObserved(s *snapshot.Snapshot, device int, fr *analysis.Frames, want a
 		}
 		switch e.Action {
 		case snapshot.ActionAlloc:
-			if b, ok := a.BlockAt(e.Addr); ok && b.Address == e.Addr && b.State == snapshot.ActiveAllocated {
+			if b, ok := a.AllocatedAt(e.Addr); ok {
 				add(int32(i), int32(i), b)
 			}
 		case snapshot.ActionFreeRequested, snapshot.ActionFree, snapshot.ActionFreeCompleted:
