@@ -2,6 +2,7 @@ package replay
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -400,5 +401,88 @@ func TestUnappliedEntriesMakeBounds(t *testing.T) {
 	}
 	if _, ok := res.Bounds["num_ooms"]; ok {
 		t.Errorf("num_ooms is a bound; the trace's oom entries determine it")
+	}
+}
+
+// TestCaptureOOMWithoutPools: before 2.9 a pool released before the
+// snapshot leaves none in the file. An oom during a capture has no retry
+// (malloc skips release_cached_blocks while captures_underway is not
+// empty), so where the default pools do not reproduce the recording the
+// ooms count only at the upper end of num_alloc_retries and the private
+// pools' peaks are bounds. An oom that differs only in the memory the
+// device allowed (a memory fraction the file does not record) says
+// nothing of pools: the retry stays exact.
+func TestCaptureOOMWithoutPools(t *testing.T) {
+	record := func(capture bool) (*Result, int64) {
+		a, err := allocator.New(allocator.DefaultConfig(allocator.V2_8), allocator.Options{Capacity: 1 << 30})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := a.RecordHistory(allocator.HistoryOptions{Enabled: allocator.HistoryAll, Context: allocator.ContextAll}); err != nil {
+			t.Fatal(err)
+		}
+		var oom *allocator.OOMError
+		if capture {
+			// A cached 100 MiB segment, then a capture whose 950 MiB
+			// request cannot be met: no release, no retry.
+			p, err := a.Malloc(100<<20, 0, snapshot.NoStack)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := a.Free(p, snapshot.NoStack); err != nil {
+				t.Fatal(err)
+			}
+			g := snapshot.PoolID{1, 0}
+			if err := a.BeginAllocateToPool(g, allocator.PoolKindGraph, allocator.StreamFilter{Stream: 0}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := a.Malloc(950<<20, 0, snapshot.NoStack); !errors.As(err, &oom) {
+				t.Fatalf("capture: %v, want an oom", err)
+			}
+			if err := a.EndAllocateToPool(g); err != nil {
+				t.Fatal(err)
+			}
+			if err := a.ReleasePool(g); err != nil {
+				t.Fatal(err)
+			}
+			a.EmptyCache(snapshot.NoStack)
+		} else {
+			if err := a.SetMemoryFraction(0.5); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := a.Malloc(300<<20, 0, snapshot.NoStack); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := a.Malloc(300<<20, 0, snapshot.NoStack); !errors.As(err, &oom) {
+				t.Fatalf("fraction: %v, want an oom", err)
+			}
+		}
+		var retries int64 = -1
+		for _, kv := range a.MemoryStats() {
+			if kv.Key == "num_alloc_retries" {
+				retries = kv.Value
+			}
+		}
+		return runResult(t, writeRead(t, a.Snapshot()), Options{Version: allocator.V2_8}), retries
+	}
+
+	res, truth := record(true)
+	b, ok := res.Bounds["num_alloc_retries"]
+	if truth != 0 || !ok || !b.Contains(truth) || b.Exact() || !strings.Contains(b.Reason, "released before the snapshot") {
+		t.Errorf("capture: num_alloc_retries bound %v (%s), truth %d; want a bound holding 0", b, b.Reason, truth)
+	}
+	if _, ok := res.Bounds[PrivatePoolReserved]; !ok || res.Pools.Any() {
+		t.Errorf("capture: private pools' peak bound present %v, pools seen %v; want a bound and no pool", ok, res.Pools.Any())
+	}
+
+	res, truth = record(false)
+	if res.Fidelity.Divergences == 0 {
+		t.Fatal("fraction: the replay did not diverge at the oom; the test tests nothing")
+	}
+	if got, ok := res.MemoryStatsMap()["num_alloc_retries"]; !ok || got != truth || truth != 1 {
+		t.Errorf("fraction: num_alloc_retries %d (exact %v), truth %d; want exact 1", got, ok, truth)
+	}
+	if _, ok := res.Bounds[PrivatePoolReserved]; ok {
+		t.Error("fraction: the private pools' peak is a bound, though nothing allows a pool")
 	}
 }

@@ -190,8 +190,10 @@ type Replay struct {
 	cur *allocator.Allocator
 	// seeded holds the address ranges of the starting state's segments.
 	seeded spans
-	// forcedOOMs counts recorded ooms applied by force.
-	forcedOOMs int64
+	// forcedOOMs counts recorded ooms applied by force; capacityOOMs
+	// those of them that tell nothing of private pools (capacityOOM).
+	forcedOOMs   int64
+	capacityOOMs int
 	// emptyCacheAt marks the entries where the program called
 	// empty_cache() (follow mode finds them; what-if replays them).
 	emptyCacheAt map[int]bool
@@ -942,7 +944,7 @@ func (r *Replay) initWhatIf(total int64, follow *Recording) error {
 func (r *Replay) beginWindow() {
 	r.a.ResetAccumulatedStats()
 	r.a.ResetPeakStats()
-	r.forcedOOMs = 0
+	r.forcedOOMs, r.capacityOOMs = 0, 0
 	r.a.ResetForcedOperations()
 	r.a.MarkWindowStart()
 	st := r.a.Stats()
@@ -1172,8 +1174,9 @@ func (r *Replay) namesPools() bool {
 
 // poolsPossible says whether the recording allows a private pool: the
 // replay saw one, or the trace names no pool (before 2.9) and the default
-// pools alone do not reproduce it (a call diverged, or entries could not
-// be applied). A pool the program released before the snapshot leaves no
+// pools alone do not reproduce it (a call diverged, other than an oom
+// where only the device's capacity differs, capacityOOM; or entries could
+// not be applied). A pool the program released before the snapshot leaves no
 // segment in the final state, and its calls are the default pools' only
 // where the default pools would have made the same decisions; a recording
 // they reproduce call for call shows nothing a pool explains, and the
@@ -1183,7 +1186,7 @@ func (r *Replay) poolsPossible() bool {
 		return true
 	}
 	f := r.res.Fidelity
-	return !r.namesPools() && f != nil && (f.Divergences > 0 || f.Unapplied > 0)
+	return !r.namesPools() && f != nil && (f.Divergences > r.capacityOOMs || f.Unapplied > 0)
 }
 
 // captureReason is why an oom of the recording may have had no retry (a
@@ -1532,7 +1535,38 @@ func (r *Replay) followMalloc(i, j int) {
 	if isRelease(r.tw.at(i).Action) && r.tryEmptyCache(i, j-1) {
 		return
 	}
+	if i == j && e.Action == snapshot.ActionOOM && r.capacityOOM(got) {
+		r.capacityOOMs++
+	}
 	r.force(i, j, func() string { return "simulator: " + describeEntries(got, err) })
+}
+
+// capacityOOM says whether a recorded oom that the simulator would have
+// served (got: its entries) differs from the recording only in how much
+// memory the device allowed (a memory fraction, another process), which
+// says nothing of private pools (poolsPossible): the simulator made new
+// memory without releasing any (so no cached block of the default pools
+// fitted, as none of a pool's would have had to), the recording shows no
+// fallback's entries, and release_cached_blocks would have written none
+// either (an empty_cache() of the replayed state writes nothing), so the
+// recording reads the same whether a retry ran or a capture skipped it.
+func (r *Replay) capacityOOM(got []snapshot.TraceEntry) bool {
+	grew := false
+	for _, g := range got {
+		switch g.Action {
+		case snapshot.ActionSegmentAlloc, snapshot.ActionSegmentMap:
+			grew = true
+		case snapshot.ActionSegmentFree, snapshot.ActionSegmentUnmap, snapshot.ActionFreeCompleted:
+			return false
+		}
+	}
+	if !grew {
+		return false
+	}
+	c := r.a.Clone()
+	c.ClearTrace()
+	c.EmptyCache(snapshot.NoStack)
+	return len(c.Trace()) == 0
 }
 
 // tryCall runs the allocation of entry j on a copy of the allocator and
