@@ -19,7 +19,7 @@ func FuzzCommands(f *testing.F) {
 	dir := f.TempDir()
 	_, data := goodSnapshot(f, dir)
 	f.Add(data)
-	// The small real snapshots only: each input runs eleven commands,
+	// The small real snapshots only: each input runs twelve commands,
 	// and CI fuzzes for seconds.
 	for _, p := range realdata.FilesIfPresent() {
 		if st, err := os.Stat(p); err == nil && st.Size() < 40<<10 {
@@ -40,6 +40,7 @@ func FuzzCommands(f *testing.F) {
 			{"oom", snap},
 			{"segments", snap},
 			{"trace", snap},
+			{"trace", "--stream", "--json", snap},
 			{"replay", snap, "--alloc-conf", "expandable_segments:True"},
 			{"replay", snap, "--alloc-conf", "roundup_power2_divisions:4,garbage_collection_threshold:0.6", "--device-memory", "1GiB"},
 			{"advise", snap},
