@@ -93,8 +93,21 @@ func (t *addrTable) take(k uint64) *block {
 	return v
 }
 
-func (t *addrTable) grow() {
-	size := max(16, 2*len(t.slots))
+func (t *addrTable) grow() { t.resize(max(16, 2*len(t.slots))) }
+
+// reserve sizes the table for n entries at once, as n puts would grow it,
+// without the copies of the doublings on the way.
+func (t *addrTable) reserve(n int) {
+	size := max(16, len(t.slots))
+	for 2*n > size {
+		size *= 2
+	}
+	if size > len(t.slots) {
+		t.resize(size)
+	}
+}
+
+func (t *addrTable) resize(size int) {
 	old := t.slots
 	shift := uint(64)
 	for s := size; s > 1; s >>= 1 {

@@ -305,9 +305,29 @@ func TestExpandableReleaseBefore25(t *testing.T) {
 	}
 }
 
+// TestAddrTableAgainstMap checks the table against a Go map, grown from
+// empty and reserved ahead (reserve: the size puts would grow it to).
 func TestAddrTableAgainstMap(t *testing.T) {
+	for _, reserved := range []int{0, 1000, 3000} {
+		testAddrTable(t, reserved)
+	}
+	var tab addrTable
+	tab.reserve(3000)
+	size := len(tab.slots)
+	var grown addrTable
+	for k := range 3000 {
+		tab.put(&block{addr: uint64(k+1) << 9})
+		grown.put(&block{addr: uint64(k+1) << 9})
+	}
+	if len(tab.slots) != size || size != len(grown.slots) {
+		t.Errorf("reserved for 3000: %d slots, %d after 3000 puts; grown by the puts: %d", size, len(tab.slots), len(grown.slots))
+	}
+}
+
+func testAddrTable(t *testing.T, reserved int) {
 	rng := rand.New(rand.NewPCG(5, 5))
 	var tab addrTable
+	tab.reserve(reserved)
 	ref := map[uint64]*block{}
 	for op := 0; op < 200000; op++ {
 		k := uint64(rng.IntN(3000)+1) << 9

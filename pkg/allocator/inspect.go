@@ -96,6 +96,12 @@ func (a *Allocator) AllocatedAt(addr uint64) (BlockInfo, bool) {
 	return BlockInfo{}, false
 }
 
+// ReserveAllocated sizes the table of handed-out blocks for n of them, for
+// a caller about to allocate that many at once (a what-if replay's
+// starting state): the table is the size n allocations would grow it to,
+// without the rehashing of each doubling on the way.
+func (a *Allocator) ReserveAllocated(n int) { a.allocated.reserve(n) }
+
 // Allocated reports whether addr is the address of a handed-out block.
 func (a *Allocator) Allocated(addr uint64) bool {
 	return a.allocated.get(addr) != nil

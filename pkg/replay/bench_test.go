@@ -51,3 +51,41 @@ func BenchmarkFollow(b *testing.B) {
 	}
 	b.ReportMetric(float64(cpuTime()-start)/float64(b.N), "cpu-ns/op")
 }
+
+// BenchmarkWhatIf replays device 0 of MEMSTAT_BENCH_FILE under its own
+// settings from a follow replay's recording, as `memstat replay`'s second
+// replay does (the follow replay run once, outside the timing): New (the
+// starting state allocated in the simulator) and Run.
+func BenchmarkWhatIf(b *testing.B) {
+	file := os.Getenv("MEMSTAT_BENCH_FILE")
+	if file == "" {
+		b.Skip("MEMSTAT_BENCH_FILE is not set: it names the snapshot to replay")
+	}
+	s, err := snapshot.Load(file)
+	if err != nil {
+		b.Fatal(err)
+	}
+	fr, err := New(s, Options{KeepStart: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := fr.Run(); err != nil {
+		b.Fatal(err)
+	}
+	rec, err := fr.Recording()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	start := cpuTime()
+	for b.Loop() {
+		r, err := New(s, Options{Mode: WhatIf, Recording: rec})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := r.Run(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(cpuTime()-start)/float64(b.N), "cpu-ns/op")
+}

@@ -903,7 +903,21 @@ func (r *Replay) initWhatIf(total int64, follow *Recording) error {
 	if follow.live != nil {
 		r.emptyCacheAt = maps.Clone(follow.emptyCacheAt)
 	}
-	r.simAddr = make(map[uint64]uint64)
+	// The address map and the simulator's table of handed-out blocks are
+	// sized for the starting state's live blocks at once (and the map for
+	// half as many again, as the trace's allocations outnumber its frees
+	// for a while), not grown through every doubling on the way: the
+	// what-if replay is the longer of `memstat replay`'s two.
+	live := 0
+	for _, seg := range r.start.segments {
+		for _, b := range seg.Blocks {
+			if b.State.Active() {
+				live++
+			}
+		}
+	}
+	r.simAddr = make(map[uint64]uint64, live+live/2)
+	r.a.ReserveAllocated(live)
 	r.failed = make(map[uint64]bool)
 	// The live blocks of the starting state are allocated first, in
 	// address order; the simulator places them where it wants.
