@@ -740,7 +740,9 @@ func (a *Allocator) ResizeAllocated(addr uint64, size int64) error {
 	if b == nil || b.addr != addr {
 		return fmt.Errorf("allocator: no allocated block at %#x", addr)
 	}
-	if size <= 0 || size%MinBlockSize != 0 {
+	if size <= 0 || size%MinBlockSize != 0 && !a.v.roundsUnitDivisionsRaw() {
+		// (Before 2.4 a roundup_power2_divisions entry of 1 leaves
+		// requests unrounded: blocks of any size.)
 		return fmt.Errorf("allocator: block size %d", size)
 	}
 	d := size - b.size

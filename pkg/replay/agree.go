@@ -41,7 +41,7 @@ func (r *Replay) agree() *Agreement {
 // (runtime.go), nor after it forced a call that no pool it knew
 // reproduced (tryPools: a pool released before the snapshot, before 2.9),
 // whose blocks were then made from other block objects.
-func (r *Replay) staleKnown() bool { return !r.toggled && !r.poolUnknown }
+func (r *Replay) staleKnown() bool { return !r.toggled && !r.splitsUnknown && !r.poolUnknown }
 
 // compareStates fills ag with the differences between a's segments and
 // the snapshot's, snap (sorted by address, as New sorts r.final).

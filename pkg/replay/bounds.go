@@ -332,7 +332,7 @@ func BoundKeys(bounds map[string]Bound) []string {
 //
 // start and end are the replay's memory_stats at the start of the trace
 // (after the rebuilt starting state was seeded) and at its end.
-func unappliedBounds(trace *snapshot.Trace, cfg allocator.Config, unapplied int, start, end []allocator.KeyValue, pools *PoolFigures) map[string]Bound {
+func unappliedBounds(trace *snapshot.Trace, cfg allocator.Config, anyRounding bool, unapplied int, start, end []allocator.KeyValue, pools *PoolFigures) map[string]Bound {
 	reason := fmt.Sprintf("%s of the trace could not be applied to the replayed state (`memstat replay` lists them), so the figures built on the state between the start and the end are known only within bounds; the current figures are the final segments'",
 		plural(unapplied, "recorded entry", "recorded entries"))
 	startOf := make(map[string]int64, len(start))
@@ -351,6 +351,11 @@ func unappliedBounds(trace *snapshot.Trace, cfg allocator.Config, unapplied int,
 			continue
 		}
 		r := cfg.RoundSize(e.Size)
+		if anyRounding {
+			// Settings changed at runtime: the smallest rounding
+			// any roundup_power2_divisions gives.
+			r, _ = roundRange(e.Size, cfg.Version)
+		}
 		pool := 1
 		if r <= allocator.SmallSize {
 			pool = 2

@@ -233,9 +233,9 @@ type Replay struct {
 	// starting state.
 	toggled   bool
 	preBlocks []allocator.BlockInfo
-	// splitsUnknown: Options.RuntimeSettings on a release with
-	// expandable segments; the split-dependent figures are bounds
-	// whatever the recording shows.
+	// splitsUnknown: Options.RuntimeSettings; the figures built on block
+	// sizes (how a request was rounded, whether a block was split, which
+	// blocks counted as oversize) are bounds whatever the recording shows.
 	splitsUnknown bool
 	// switchShown: the recording itself shows the switch (toggled without
 	// the option, or a split only a switch explains).
@@ -851,15 +851,16 @@ func (r *Replay) initFollow(total int64) error {
 		setExpandable(r.a, first)
 	}
 	r.switchShown = r.toggled
-	if r.opts.RuntimeSettings && r.cfg.Version.HasExpandableSegments() {
-		// The user says the program switched settings at runtime: every
-		// split decision that depends on expandable_segments is unknown
-		// from the start. With private pools the replay does not follow
-		// the setting segment by segment (a pool's segments are
-		// cudaMalloc'd under expandable_segments before 2.4), but the
-		// bounds hold all the same.
+	if r.opts.RuntimeSettings {
+		// The user says the program changed settings at runtime: every
+		// rounding and split decision is unknown from the start (any
+		// release: max_split_size_mb and roundup_power2_divisions;
+		// 2.1+: expandable_segments). With private pools the replay
+		// does not follow expandable_segments segment by segment (a
+		// pool's segments are cudaMalloc'd under it before 2.4), but
+		// the bounds hold all the same.
 		r.splitsUnknown = true
-		if !r.pools.any && !r.toggled {
+		if r.cfg.Version.HasExpandableSegments() && !r.pools.any && !r.toggled {
 			r.toggled = true
 			if r.a.Config().ExpandableSegments != first {
 				setExpandable(r.a, first)
@@ -1079,7 +1080,7 @@ func (r *Replay) Result() *Result {
 		if !r.switchShown && (r.mayToggle() || r.splitsUnknown && r.toggled) && r.finalSizesDiffer() {
 			r.toggled, r.switchShown = true, true
 		}
-		if r.toggled {
+		if r.toggled || r.splitsUnknown {
 			r.resizeToFinal()
 		}
 		r.res.Agreement = r.agree()
@@ -1109,7 +1110,7 @@ func (r *Replay) Result() *Result {
 			}
 		}
 	}
-	var unapplied map[string]Bound
+	var unapplied, runtime map[string]Bound
 	if r.opts.Mode == Follow {
 		// What the recording does not determine is a bound, not the
 		// simulator's guess.
@@ -1118,12 +1119,15 @@ func (r *Replay) Result() *Result {
 		} else {
 			r.res.Bounds = traceBounds(r.trace, r.cfg.Version, r.captureReason())
 			if r.toggled || r.splitsUnknown {
-				maps.Copy(r.res.Bounds, r.runtimeBounds(r.preBlocks))
+				runtime = r.runtimeBounds(r.preBlocks)
+				maps.Copy(r.res.Bounds, runtime)
 			} else if r.sawDependentSplit {
 				r.res.Assumptions = append(r.res.Assumptions, assumeNoSwitch)
 			}
 		}
-		if r.settingsUnknown {
+		if r.settingsUnknown && !r.splitsUnknown {
+			// (With runtime settings runtimeBounds has bounded these
+			// figures for any history of max_split_size_mb.)
 			maps.Copy(r.res.Bounds, settingsBounds(r.res.MemoryStats))
 		}
 		if r.tw.n > 0 && r.res.Agreement != nil && r.res.Agreement.Remaining > 0 {
@@ -1136,8 +1140,20 @@ func (r *Replay) Result() *Result {
 		if r.tw.n > 0 && r.res.Fidelity.Unapplied > 0 {
 			// Last: its bounds hold whatever the state did in between,
 			// where the others' may lean on the replayed state.
-			unapplied = unappliedBounds(r.trace, r.cfg, r.res.Fidelity.Unapplied, r.startStats, r.res.MemoryStats, &r.res.Pools)
+			unapplied = unappliedBounds(r.trace, r.cfg, r.splitsUnknown, r.res.Fidelity.Unapplied, r.startStats, r.res.MemoryStats, &r.res.Pools)
 			maps.Copy(r.res.Bounds, unapplied)
+			if r.splitsUnknown {
+				// The block-size and oversize bounds of runtime
+				// settings come from the trace and the final segments
+				// alone, and hold here too; unapplied's lean on block
+				// sizes and counters the settings of the moment made.
+				// (The inactive_split ones lean on the replayed state.)
+				for k, b := range runtime {
+					if !strings.HasPrefix(k, "inactive_split") {
+						r.res.Bounds[k] = b
+					}
+				}
+			}
 		}
 		r.res.MemoryStats = applyBounds(r.res.MemoryStats, r.res.Bounds)
 	}
@@ -1469,13 +1485,16 @@ func (r *Replay) followMalloc(i, j int) {
 	e := r.tw.at(j)
 	isAlloc := e.Action == snapshot.ActionAlloc
 	shown := r.toggled && r.followSetting(i, j)
-	if isAlloc && (r.toggled || r.mayToggle()) && !r.a.Allocated(e.Addr) && r.splitInside(e.Addr) {
+	if canToggle := r.toggled || r.mayToggle(); isAlloc && (canToggle || r.splitsUnknown) && !r.a.Allocated(e.Addr) && r.splitInside(e.Addr) && canToggle {
 		// A recorded allocation inside a live block: the real allocator
 		// split a block the replay, under the setting the segments show,
-		// handed out whole. Only expandable_segments switched on and
-		// off again between two new segments does that (should_split:
-		// a remainder of 512 B to 1 MiB), so this is the switch's
-		// evidence, met mid-trace.
+		// handed out whole. Under the settings the snapshot records,
+		// only expandable_segments switched on and off again between
+		// two new segments does that (should_split: a remainder of
+		// 512 B to 1 MiB), so this is the switch's evidence, met
+		// mid-trace. (Under Options.RuntimeSettings a rounding the
+		// recorded settings do not make does it too: the block is cut
+		// back all the same.)
 		r.toggled, r.switchShown = true, true
 	}
 	if isAlloc && i == j && !r.toggled && !r.wantExample() && !r.a.InRegion(e.Addr) {
@@ -1768,6 +1787,14 @@ func (r *Replay) force(i, j int, what func() string) {
 			err = a.ForceMap(e.Addr, e.Size, r.streams.of(&e), pool, e.Stack)
 		case snapshot.ActionAlloc:
 			err = a.ForceMalloc(e.Addr, e.Size, 0, r.streams.of(&e), e.Stack)
+			if err != nil && r.splitsUnknown {
+				// Settings changed at runtime: the recorded settings'
+				// rounding may not fit where the program's did; the
+				// smallest rounding any setting gives (runtimeBounds
+				// bounds the figures built on it).
+				lo, _ := roundRange(e.Size, r.cfg.Version)
+				err = a.ForceMalloc(e.Addr, e.Size, lo, r.streams.of(&e), e.Stack)
+			}
 		case snapshot.ActionOOM:
 			a.ForceOOM(e, r.streams.of(&e))
 			r.forcedOOMs++

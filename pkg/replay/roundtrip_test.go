@@ -44,6 +44,9 @@ type rtSetting struct {
 	// told so (Options.RuntimeSettings, --runtime-settings), as the user
 	// who wrote the call would.
 	runtime bool
+	// resize: the runtime calls also change max_split_size_mb and
+	// roundup_power2_divisions (2.0+), not only expandable_segments.
+	resize bool
 	// pools: graph captures (a new pool, or a live one as
 	// pool=g.pool() does), use_mem_pool blocks (2.5+) with MemPool
 	// reuse, pools released mid-run (graph reset, MemPool destructor),
@@ -69,6 +72,7 @@ var rtSettings = []rtSetting{
 	{name: "graphs+MemPool", conf: "", streams: 2, pools: true},
 	{name: "graphs+MemPool+expandable", conf: "expandable_segments:True", streams: 2, pools: true},
 	{name: "runtime settings", conf: "", streams: 2, runtime: true},
+	{name: "runtime max_split/roundup", conf: "max_split_size_mb:64", streams: 2, runtime: true, resize: true},
 }
 
 var (
@@ -77,6 +81,7 @@ var (
 	// does not say so gets).
 	rtNoOption      bool
 	rtDebugExamples bool
+	rtDbgHook       func(*Result)
 	rtDebugTrace    func([]snapshot.TraceEntry)
 )
 
@@ -190,17 +195,39 @@ func (w *rtWorkload) size() int64 {
 }
 
 // runtimeConf is a random _set_allocator_settings string the version
-// accepts. Only expandable_segments is switched: a snapshot records the
-// settings at its end, and the trace shows which kind of segment each
-// allocation came from. max_split_size_mb and roundup_power2_divisions
-// changed at runtime change block sizes the trace does not record (and
-// lowering max_split_size_mb makes release_available_cached_blocks
-// cudaFree a block split under the old value, a CUDA error in PyTorch).
+// accepts. The runtime-settings row switches expandable_segments only:
+// the trace shows which kind of segment each allocation came from. The
+// resize row also sets max_split_size_mb and roundup_power2_divisions
+// (each call resets both to their defaults first, parseArgs 2.0 to 2.10),
+// which change block sizes the trace does not record.
 func (w *rtWorkload) runtimeConf() string {
-	if w.rng.IntN(2) == 0 {
-		return "expandable_segments:True"
+	if !w.set.resize {
+		if w.rng.IntN(2) == 0 {
+			return "expandable_segments:True"
+		}
+		return "expandable_segments:False"
 	}
-	return "expandable_segments:False"
+	var parts []string
+	if w.rng.IntN(3) > 0 {
+		parts = append(parts, fmt.Sprintf("max_split_size_mb:%d", []int{24, 64, 128, 300}[w.rng.IntN(4)]))
+	}
+	if w.rng.IntN(2) == 0 {
+		parts = append(parts, fmt.Sprintf("roundup_power2_divisions:%d", []int{1, 2, 4, 8, 16}[w.rng.IntN(5)]))
+	}
+	return strings.Join(parts, ",")
+}
+
+// crashes reports whether malloc(size) on stream s would end the program
+// with a CUDA error: max_split_size_mb lowered at runtime below a free
+// block of a split segment, which release_available_cached_blocks then
+// cudaFrees (allocator.ErrCudaFreeInvalid). A program that dies there
+// writes no snapshot of its own, so the resize row does not make it.
+func (w *rtWorkload) crashes(size int64, s int64) bool {
+	if !w.set.resize || os.Getenv("NOCRASH") != "" {
+		return false
+	}
+	_, err := w.a.Clone().Malloc(size, s, snapshot.NoStack)
+	return errors.Is(err, allocator.ErrCudaFreeInvalid)
 }
 
 func (w *rtWorkload) step() error {
@@ -219,6 +246,10 @@ func (w *rtWorkload) step() error {
 	case r < 48 || len(w.live) == 0:
 		size := w.size()
 		s := w.streams[w.rng.IntN(len(w.streams))]
+		if w.crashes(size, s) {
+			w.ops = append(w.ops, fmt.Sprintf("(malloc(%d, %#x) would crash: skipped)", size, s))
+			return nil
+		}
 		addr, err := a.Malloc(size, s, stack)
 		w.ops = append(w.ops, fmt.Sprintf("malloc(%d, %#x)", size, s))
 		var oom *allocator.OOMError
@@ -251,7 +282,7 @@ func (w *rtWorkload) step() error {
 		w.ops = append(w.ops, "empty_cache()")
 		a.EmptyCache(stack)
 	default:
-		if !w.set.runtime || !w.v.HasExpandableSegments() {
+		if !w.set.runtime || !w.set.resize && !w.v.HasExpandableSegments() {
 			return nil
 		}
 		conf := w.runtimeConf()
@@ -297,7 +328,7 @@ func roundTrip(set rtSetting, v allocator.Version, seed uint64, ops int) rtOutco
 	if err != nil {
 		return rtOutcome{skipped: err.Error()}
 	}
-	if set.runtime && !v.HasExpandableSegments() {
+	if set.runtime && !set.resize && !v.HasExpandableSegments() {
 		return rtOutcome{skipped: "nothing to switch at runtime before 2.1"}
 	}
 	if set.pools && v < allocator.V2_1 {
@@ -368,12 +399,15 @@ func roundTrip(set rtSetting, v allocator.Version, seed uint64, ops int) rtOutco
 	if err != nil {
 		return rtOutcome{problems: []string{"replay: " + err.Error()}}
 	}
+	if rtDbgHook != nil {
+		rtDbgHook(res)
+	}
 	problems := append(misplaced, compareRoundTrip(truth, res)...)
 	if set.pools {
 		problems = append(problems, comparePools(truthPools, truthReserved, truthAllocated, res)...)
 	}
 	problems = unappliedPass(res, problems)
-	return rtOutcome{problems: problems, detected: res.Bounds["allocated_bytes.all.allocated"].Reason == reasonRuntimeSplit, assumed: len(res.Assumptions) > 0,
+	return rtOutcome{problems: problems, detected: strings.HasPrefix(res.Bounds["allocated_bytes.all.allocated"].Reason, reasonRuntimeSplit), assumed: len(res.Assumptions) > 0,
 		unapplied: res.Fidelity.Unapplied}
 }
 

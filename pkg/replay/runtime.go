@@ -1,6 +1,8 @@
 package replay
 
 import (
+	"maps"
+	"math"
 	"slices"
 
 	"github.com/memstat/memstat/pkg/allocator"
@@ -233,7 +235,27 @@ const reasonRuntimeSplit = "expandable_segments was switched at runtime (the rec
 
 // reasonRuntimeOption: runtimeBounds under Options.RuntimeSettings where
 // the recording itself shows no switch.
-const reasonRuntimeOption = "the program changed allocator settings at runtime (--runtime-settings): expandable_segments may have been switched where no new segment shows it, and a large-pool block served from the cache was split only if the setting was on at that moment, so block sizes and the figures built on them are known within bounds"
+const reasonRuntimeOption = "the program changed allocator settings at runtime (--runtime-settings): max_split_size_mb and roundup_power2_divisions (and, 2.1+, expandable_segments) may have changed where the recording does not show it, so how a request was rounded, whether a block was split or taken whole and which blocks counted as oversize are not known: block sizes and the figures built on them are known within bounds"
+
+// reasonRuntimeSizes is added to reasonRuntimeSplit under
+// Options.RuntimeSettings.
+const reasonRuntimeSizes = "max_split_size_mb and roundup_power2_divisions may have changed too (--runtime-settings), so roundings and oversize counts are bounds as well"
+
+// roundRange is the smallest and largest block size round_size gives a
+// request of n bytes under any roundup_power2_divisions table (allocator
+// model §3.3): the smallest is 512-byte rounding, or before 2.4 the
+// request itself under an entry of 1; the largest is 2 divisions, whose
+// step is the coarsest (every finer step's multiples are multiples of
+// it... the other way round: a coarser step rounds up at least as far).
+func roundRange(n int64, v allocator.Version) (lo, hi int64) {
+	def := allocator.DefaultConfig(v)
+	one, two := def, def
+	for i := range one.RoundupPower2Divisions {
+		one.RoundupPower2Divisions[i], two.RoundupPower2Divisions[i] = 1, 2
+	}
+	d := def.RoundSize(n)
+	return min(d, one.RoundSize(n)), max(d, two.RoundSize(n))
+}
 
 // sizeRange is what the recording says about one allocation's block size.
 type sizeRange struct {
@@ -273,15 +295,43 @@ func (r *Replay) runtimeBounds(pre []allocator.BlockInfo) map[string]Bound {
 			starts = slices.Delete(starts, i, i+1)
 		}
 	}
+	// wide: the settings that round and split (max_split_size_mb,
+	// roundup_power2_divisions) may have changed too, so each block lies
+	// between the smallest rounding any table gives and the largest block
+	// any setting lets the request take whole.
+	wide := r.splitsUnknown
 	reason := reasonRuntimeOption
-	if r.switchShown {
+	switch {
+	case r.switchShown && wide:
+		reason = reasonRuntimeSplit + "; " + reasonRuntimeSizes
+	case r.switchShown:
 		reason = reasonRuntimeSplit
 	}
+	// rounding is the block size range of a request of n bytes split off
+	// a larger block.
+	rounding := func(n int64) (lo, hi int64) {
+		if !wide {
+			rounded := cfg.RoundSize(n)
+			return rounded, rounded
+		}
+		lo, hi = roundRange(n, cfg.Version)
+		if cfg.Version < allocator.V2_4 {
+			// Before 2.4 an entry of 1 leaves requests unrounded, so
+			// free blocks of any size arise, and a remainder under 512
+			// bytes is not split off.
+			hi = max(hi, lo+allocator.MinBlockSize-1)
+		}
+		return lo, hi
+	}
 	// unsplitMax is the largest block a large request of rounded bytes
-	// served from the cache could have taken whole.
+	// served from the cache could have taken whole: a remainder of at
+	// most 1 MiB below max_split_size, or, from max_split_size on, less
+	// than max_non_split_rounding more (get_free_block's oversize rule).
+	// max_split_size_mb is at least 20 MiB, so under runtime settings a
+	// request below that is below it whatever was set.
 	unsplitMax := func(rounded int64) int64 {
-		if uint64(rounded) >= cfg.MaxSplitSize {
-			return rounded + int64(cfg.MaxNonSplitRounding) - allocator.MinBlockSize
+		if wide && rounded >= allocator.LargeBuffer || !wide && uint64(rounded) >= cfg.MaxSplitSize {
+			return rounded + int64(max(cfg.MaxNonSplitRounding, allocator.LargeBuffer)) - allocator.MinBlockSize
 		}
 		return rounded + allocator.SmallSize
 	}
@@ -291,24 +341,68 @@ func (r *Replay) runtimeBounds(pre []allocator.BlockInfo) map[string]Bound {
 		}
 		live[b.Address] = len(ranges)
 		sr := sizeRange{addr: b.Address, lo: b.Size, hi: b.Size, large: b.Pool == snapshot.LargePool, pre: true, alloc: -1, freeReq: -1, freeEnd: -1}
-		if sr.large && b.RequestedSize > 0 {
+		if (sr.large || wide) && b.RequestedSize > 0 {
 			// The starting state's block sizes are the rebuild's, made
 			// under one setting: the block was its rounded request
 			// split off, or taken whole.
-			rounded := cfg.RoundSize(b.RequestedSize)
-			sr.lo = min(sr.lo, rounded)
-			sr.hi = max(sr.hi, unsplitMax(rounded))
+			lo, hi := rounding(b.RequestedSize)
+			sr.lo = min(sr.lo, lo)
+			if sr.large {
+				hi = unsplitMax(hi)
+			}
+			sr.hi = max(sr.hi, hi)
 		}
 		ranges = append(ranges, sr)
 		if b.State == snapshot.ActivePendingFree {
 			ranges[len(ranges)-1].freeReq = -2 // freed before the window
 		}
 	}
+	// The cudaMalloc'd segments live at each moment (start -> end): a
+	// block never reaches past its segment's end. Those of the final
+	// segments the trace neither makes nor frees were there throughout.
+	segs := map[uint64]uint64{}
+	touched := map[uint64]bool{}
+	for _, e := range r.trace.All() {
+		if e.Action == snapshot.ActionSegmentAlloc || e.Action == snapshot.ActionSegmentFree {
+			touched[e.Addr] = true
+		}
+	}
+	for _, sg := range r.final {
+		if !sg.Expandable && !touched[sg.Address] {
+			segs[sg.Address] = sg.End()
+		}
+	}
+	segStarts := slices.Sorted(maps.Keys(segs))
+	// segmentRoom is how far a block at addr can reach: to the end of
+	// the cudaMalloc'd segment holding it, or to the next live large
+	// block, whichever comes first (-1: not known).
+	segmentRoom := func(addr uint64) int64 {
+		room := int64(-1)
+		if k, _ := slices.BinarySearch(segStarts, addr+1); k > 0 {
+			if end := segs[segStarts[k-1]]; end > addr {
+				room = int64(end - addr)
+			}
+		}
+		if k, _ := slices.BinarySearch(starts, addr+1); k < len(starts) && room >= 0 {
+			room = min(room, int64(starts[k]-addr))
+		}
+		return room
+	}
 	for i, e := range r.trace.All() {
 		switch e.Action {
+		case snapshot.ActionSegmentAlloc:
+			segs[e.Addr] = e.Addr + uint64(e.Size)
+			if k, ok := slices.BinarySearch(segStarts, e.Addr); !ok {
+				segStarts = slices.Insert(segStarts, k, e.Addr)
+			}
+		case snapshot.ActionSegmentFree:
+			delete(segs, e.Addr)
+			if k, ok := slices.BinarySearch(segStarts, e.Addr); ok {
+				segStarts = slices.Delete(segStarts, k, k+1)
+			}
 		case snapshot.ActionAlloc:
-			rounded := cfg.RoundSize(e.Size)
-			sr := sizeRange{addr: e.Addr, lo: rounded, hi: rounded, large: rounded > allocator.SmallSize, alloc: i, freeReq: -1, freeEnd: -1}
+			lo, hi := rounding(e.Size)
+			sr := sizeRange{addr: e.Addr, lo: lo, hi: hi, large: lo > allocator.SmallSize, alloc: i, freeReq: -1, freeEnd: -1}
 			if sr.large {
 				// The new segments of this call say the setting.
 				var seg *snapshot.TraceEntry
@@ -326,16 +420,36 @@ func (r *Replay) runtimeBounds(pre []allocator.BlockInfo) map[string]Bound {
 				switch {
 				case mapped:
 					// On: any remainder of 512 bytes or more is split.
-				case seg != nil && !r.pools.any:
+				case seg != nil && !r.pools.any && !wide:
 					// Off, a whole cudaMalloc'd segment. (A private
 					// pool's segments are cudaMalloc'd under either
 					// setting before 2.4.)
-					if rem := seg.Size - rounded; uint64(rounded) >= cfg.MaxSplitSize || rem <= allocator.SmallSize {
+					if rem := seg.Size - lo; uint64(lo) >= cfg.MaxSplitSize || rem <= allocator.SmallSize {
 						sr.hi = seg.Size
 						sr.lo = seg.Size
 					}
+				case seg != nil && !r.pools.any:
+					// A new cudaMalloc'd segment under settings not
+					// known: the block is the whole segment or its
+					// rounded request. No rounding leaves more than
+					// 1 MiB: never split. Every rounding below 20 MiB
+					// (so below max_split_size) leaves more than 1 MiB:
+					// always split, unless expandable_segments was on
+					// (any remainder split: the same).
+					switch {
+					case seg.Size-lo <= allocator.SmallSize:
+						sr.lo, sr.hi = seg.Size, seg.Size
+					case hi < allocator.LargeBuffer && seg.Size-hi > allocator.SmallSize:
+					default:
+						sr.hi = seg.Size
+					}
+				case seg != nil && wide:
+					sr.hi = max(seg.Size, unsplitMax(hi))
 				default:
-					sr.hi = unsplitMax(rounded)
+					sr.hi = unsplitMax(hi)
+				}
+				if room := segmentRoom(e.Addr); room >= sr.lo && room < sr.hi {
+					sr.hi = room
 				}
 				// A live block this one lies inside ends here.
 				if k, _ := slices.BinarySearch(starts, e.Addr); k > 0 {
@@ -379,13 +493,13 @@ func (r *Replay) runtimeBounds(pre []allocator.BlockInfo) map[string]Bound {
 		}
 	}
 
-	// Sums over time, per pool (0: all, 1: large), of the allocated and
-	// active bytes.
+	// Sums over time, per pool (0: all, 1: large, 2: small; small only
+	// when wide), of the allocated and active bytes.
 	type sums struct{ curLo, curHi, peakLo, peakHi, allocLo, allocHi, freeLo, freeHi int64 }
-	var alloc, active [2]sums
-	add := func(s *[2]sums, sr *sizeRange, sign int64, count bool) {
-		for p := 0; p < 2; p++ {
-			if p == 1 && !sr.large {
+	var alloc, active [3]sums
+	add := func(s *[3]sums, sr *sizeRange, sign int64, count bool) {
+		for p := 0; p < 3; p++ {
+			if p == 1 && !sr.large || p == 2 && (sr.large || !wide) {
 				continue
 			}
 			x := &s[p]
@@ -401,7 +515,7 @@ func (r *Replay) runtimeBounds(pre []allocator.BlockInfo) map[string]Bound {
 			}
 		}
 	}
-	peaks := func(s *[2]sums) {
+	peaks := func(s *[3]sums) {
 		for p := range s {
 			s[p].peakLo = max(s[p].peakLo, s[p].curLo)
 			s[p].peakHi = max(s[p].peakHi, s[p].curHi)
@@ -468,7 +582,12 @@ func (r *Replay) runtimeBounds(pre []allocator.BlockInfo) map[string]Bound {
 	bound := func(key string, lo, hi int64) {
 		out[key] = Bound{Min: lo, Max: &hi, Reason: reason, Bytes: true}
 	}
-	for p, pool := range []string{"all", "large_pool"} {
+	pools := []string{"all", "large_pool"}
+	if wide && slices.ContainsFunc(ranges, func(sr sizeRange) bool { return !sr.large }) {
+		// (A run without small-pool blocks leaves its figures exact.)
+		pools = append(pools, "small_pool")
+	}
+	for p, pool := range pools {
 		for _, f := range []struct {
 			name string
 			s    *sums
@@ -479,11 +598,8 @@ func (r *Replay) runtimeBounds(pre []allocator.BlockInfo) map[string]Bound {
 		}
 	}
 	st := r.a.Stats()
-	for p, pool := range []string{"all", "large_pool"} {
-		pi := allocator.PoolAll
-		if p == 1 {
-			pi = allocator.PoolLarge
-		}
+	for p, pool := range pools {
+		pi := []int{allocator.PoolAll, allocator.PoolLarge, allocator.PoolSmall}[p]
 		// Free split blocks lie inside reserved memory; their peak is at
 		// least their final value. How many were made and merged over the
 		// run depends on every split.
@@ -495,5 +611,63 @@ func (r *Replay) runtimeBounds(pre []allocator.BlockInfo) map[string]Bound {
 			out[name+"."+pool+".freed"] = Bound{Reason: reason, Bytes: name == "inactive_split_bytes"}
 		}
 	}
+	if wide {
+		r.oversizeBounds(out, ranges, reason)
+	}
 	return out
+}
+
+// oversizeBounds bounds the oversize counters and max_split_size when
+// max_split_size_mb may have changed at runtime (allocator model §9:
+// malloc counts a block of at least max_split_size into
+// oversize_allocations, free() out of it, each under the setting of its
+// own moment; alloc_block and release_block do the same for
+// oversize_segments with cudaMalloc'd segments). max_split_size_mb is at
+// least 20 MiB, so only blocks and segments that may be that large may
+// count; a block counted in but not out (or out but not in) leaves the
+// current value anywhere between minus the frees and the allocations,
+// and peaks start at 0. The max_split_size figure is the setting when the
+// device's allocator was made, which a later call does not show.
+func (r *Replay) oversizeBounds(out map[string]Bound, ranges []sizeRange, reason string) {
+	var allocs, frees, segAllocs, segFrees int64
+	for _, sr := range ranges {
+		if sr.hi < allocator.LargeBuffer {
+			continue
+		}
+		if !sr.pre {
+			allocs++
+		}
+		if sr.freeReq >= 0 {
+			frees++
+		}
+	}
+	for _, e := range r.trace.All() {
+		if e.Size < allocator.LargeBuffer {
+			continue
+		}
+		switch e.Action {
+		case snapshot.ActionSegmentAlloc:
+			segAllocs++
+		case snapshot.ActionSegmentFree:
+			segFrees++
+		}
+	}
+	// A trace that starts mid-run: what the counters held then is not
+	// known (a switch may have left them anywhere).
+	midRun := r.res.History.PreexistingSegments > 0 || len(r.preBlocks) > 0
+	for name, n := range map[string][2]int64{"oversize_allocations": {allocs, frees}, "oversize_segments": {segAllocs, segFrees}} {
+		in, outs := n[0], n[1]
+		if midRun {
+			out[name+".current"] = Bound{Min: math.MinInt64, Reason: reason}
+			out[name+".peak"] = Bound{Reason: reason}
+			out[name+".allocated"] = Bound{Reason: reason}
+			out[name+".freed"] = Bound{Reason: reason}
+			continue
+		}
+		out[name+".current"] = Bound{Min: -outs, Max: &in, Reason: reason}
+		out[name+".peak"] = Bound{Max: &in, Reason: reason}
+		out[name+".allocated"] = Bound{Max: &in, Reason: reason}
+		out[name+".freed"] = Bound{Max: &outs, Reason: reason}
+	}
+	out["max_split_size"] = Bound{Min: -1, Reason: reason}
 }
