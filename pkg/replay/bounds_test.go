@@ -136,6 +136,11 @@ func TestRoundTripRegressions(t *testing.T) {
 		{"runtime settings", allocator.V2_10, 20, "as 2.1 seed 73", true},
 		{"runtime settings", allocator.V2_10, 131, "as 2.1 seed 73", true},
 		{"runtime settings", allocator.V2_10, 190, "as 2.1 seed 73", true},
+		{"runtime max_split/roundup", allocator.V2_3, 1, "max_split_size_mb and roundup_power2_divisions changed at runtime: block sizes and oversize counts printed exact from the final settings, the max_split_size figure the final setting's (issue 12)", false},
+		{"runtime max_split/roundup", allocator.V2_4, 3, "a forced allocation rounded under the final settings did not fit the segment the program's rounding made: entries went unapplied", false},
+		{"runtime max_split/roundup", allocator.V2_2, 7, "before 2.4 a divisions entry of 1 leaves requests unrounded: a recorded allocation inside a block the replay had rounded up could not be cut back to an odd size", false},
+		{"runtime max_split/roundup", allocator.V2_0, 6, "the stale requested sizes of free blocks were compared after the replay chose other block boundaries", false},
+		{"runtime max_split/roundup", allocator.V2_1, 22, "an unrounded request took a free block of odd size whole (a remainder under 512 bytes is not split): the small pool's peak above the 512-byte rounding", false},
 		{"graphs+MemPool+expandable", allocator.V2_1, 5, "should_split of a private pool's cudaMalloc'd block followed the pool, not the global expandable_segments flag: allocated and active totals differed", false},
 		{"graphs+MemPool+expandable", allocator.V2_1, 8, "as 2.1 seed 5", false},
 		{"graphs+MemPool+expandable", allocator.V2_2, 5, "a segment_alloc of a pool released before the snapshot was put in the default pools, which map", false},
@@ -183,11 +188,21 @@ func TestRoundTripRegressions(t *testing.T) {
 			if o.skipped != "" || len(o.problems) > 0 {
 				t.Errorf("%s, %s, seed %d (%s): %v %s", c.setting, c.v, c.seed, c.why, o.problems, o.skipped)
 			}
-			if s.runtime && !c.unshown && !o.detected {
+			if s.runtime && !s.resize && !c.unshown && !o.detected {
 				t.Errorf("%s, %s, seed %d: the runtime switch was not detected", c.setting, c.v, c.seed)
 			}
 			if !s.runtime && o.detected {
 				t.Errorf("%s, %s, seed %d: the replay found a runtime switch in a recording without one", c.setting, c.v, c.seed)
+			}
+			if s.resize {
+				// Without --runtime-settings the recorded settings'
+				// roundings and splits are taken for the program's.
+				rtNoOption = true
+				o := roundTrip(s, c.v, c.seed, 250)
+				rtNoOption = false
+				if len(o.problems) == 0 {
+					t.Errorf("%s, %s, seed %d without --runtime-settings: passed; want wrong figures", c.setting, c.v, c.seed)
+				}
 			}
 			if c.unshown {
 				// Without --runtime-settings the figures are wrong, and

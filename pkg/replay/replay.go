@@ -240,6 +240,9 @@ type Replay struct {
 	// switchShown: the recording itself shows the switch (toggled without
 	// the option, or a split only a switch explains).
 	switchShown bool
+	// kindsShown: the segments' kinds show expandable_segments switched
+	// (expandableToggled).
+	kindsShown bool
 	// watchSplits: without the option, the replay looks for a large-pool
 	// cache hit whose split decision depends on expandable_segments
 	// (noteSplitDependence); dependentSplit is the first one's entry.
@@ -850,7 +853,7 @@ func (r *Replay) initFollow(total int64) error {
 	if r.toggled, first = r.expandableToggled(); r.toggled && r.a.Config().ExpandableSegments != first {
 		setExpandable(r.a, first)
 	}
-	r.switchShown = r.toggled
+	r.switchShown, r.kindsShown = r.toggled, r.toggled
 	if r.opts.RuntimeSettings {
 		// The user says the program changed settings at runtime: every
 		// rounding and split decision is unknown from the start (any

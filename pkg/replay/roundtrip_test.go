@@ -298,7 +298,8 @@ type rtOutcome struct {
 	problems []string // empty: every exact figure equal, every bound holds
 	// detected: the recording itself shows a runtime switch of
 	// expandable_segments (reasonRuntimeSplit; its block-size figures are
-	// bounds with or without the option).
+	// bounds with or without the option), or, with the option, a block
+	// size the recorded settings do not make (reasonRuntimeSeen).
 	detected bool
 	// assumed: the replay noted it assumed no unshown switch
 	// (Result.Assumptions).
@@ -407,7 +408,8 @@ func roundTrip(set rtSetting, v allocator.Version, seed uint64, ops int) rtOutco
 		problems = append(problems, comparePools(truthPools, truthReserved, truthAllocated, res)...)
 	}
 	problems = unappliedPass(res, problems)
-	return rtOutcome{problems: problems, detected: strings.HasPrefix(res.Bounds["allocated_bytes.all.allocated"].Reason, reasonRuntimeSplit), assumed: len(res.Assumptions) > 0,
+	reason := res.Bounds["allocated_bytes.all.allocated"].Reason
+	return rtOutcome{problems: problems, detected: strings.HasPrefix(reason, reasonRuntimeSplit) || reason == reasonRuntimeSeen, assumed: len(res.Assumptions) > 0,
 		unapplied: res.Fidelity.Unapplied}
 }
 

@@ -11,6 +11,46 @@ import (
 
 // Runtime settings (torch.cuda.memory._set_allocator_settings).
 //
+// What PyTorch does (c10/cuda/CUDAAllocatorConfig.cpp parseArgs 2.0 to
+// 2.8, its inline predecessor in CUDACachingAllocator.cpp 2.0, and
+// c10/core/AllocatorConfig.cpp AcceleratorAllocatorConfig::parseArgs 2.9
+// and 2.10; allocator model §12.1): _set_allocator_settings (2.0+)
+// re-parses a settings string at any time. Every parse first resets
+// max_split_size (unlimited), the roundup_power2_divisions table (all 0)
+// and garbage_collection_threshold (0); expandable_segments (2.1+),
+// max_non_split_rounding_mb (2.6+) and the rest keep their value unless
+// named. The allocator reads the settings at each decision:
+//   - round_size (each malloc): the block size of a request; 2.0 to 2.3
+//     leave a request unrounded under a divisions entry of 1;
+//   - get_free_block: a request below max_split_size never takes a
+//     cached block of at least it; one of at least it takes one only if
+//     less than max_non_split_rounding larger;
+//   - should_split: a large block is split when the request is below
+//     max_split_size and more than 1 MiB remains (expandable segments
+//     on: any remainder of 512 bytes);
+//   - malloc/free and alloc_block/release_block count oversize_allocations
+//     and oversize_segments against the max_split_size of that moment,
+//     so a change between the two leaves the counters anywhere (even
+//     below 0);
+//   - release_available_cached_blocks (only with max_split_size set) and
+//     garbage collection (threshold, with a memory fraction) release
+//     segments: segment_free entries, shown;
+//   - memory_stats' max_split_size is the setting when the device's
+//     allocator was made, never refreshed.
+// The trace records an alloc's request (orig_size), not its block; the
+// snapshot records the settings at its end (2.3+), not their history.
+// So the segment events and placements are shown and followed, while a
+// block's size is known only where a later placement inside it, the end
+// of its segment or the final segments pin it: under Options.RuntimeSettings
+// each block lies between the smallest rounding any table gives and the
+// largest block any setting lets the request take whole (runtimeBounds),
+// and the oversize counters and max_split_size are bounds
+// (oversizeBounds). A forced allocation whose recorded-settings rounding
+// does not fit takes the smallest rounding. Not covered:
+// max_non_split_rounding_mb lowered at runtime (the bound takes the larger
+// of 20 MiB and the snapshot's value), and garbage_collection_threshold
+// changes only decide releases the trace shows.
+//
 // A snapshot records the allocator settings in force when it was taken,
 // not their history. expandable_segments switched at runtime shows in the
 // recording: a new segment is a segment_alloc (cudaMalloc) while it is off
@@ -237,6 +277,11 @@ const reasonRuntimeSplit = "expandable_segments was switched at runtime (the rec
 // the recording itself shows no switch.
 const reasonRuntimeOption = "the program changed allocator settings at runtime (--runtime-settings): max_split_size_mb and roundup_power2_divisions (and, 2.1+, expandable_segments) may have changed where the recording does not show it, so how a request was rounded, whether a block was split or taken whole and which blocks counted as oversize are not known: block sizes and the figures built on them are known within bounds"
 
+// reasonRuntimeSeen: runtimeBounds under Options.RuntimeSettings where
+// a block's size shows a change (splitInside, finalSizesDiffer) but no
+// segment's kind says which setting changed.
+const reasonRuntimeSeen = "allocator settings were changed at runtime (--runtime-settings), and the recording shows it (a block split or sized as the settings the snapshot records do not make it): max_split_size_mb and roundup_power2_divisions (and, 2.1+, expandable_segments) may have changed anywhere, so how a request was rounded, whether a block was split or taken whole and which blocks counted as oversize are not known: block sizes and the figures built on them are known within bounds"
+
 // reasonRuntimeSizes is added to reasonRuntimeSplit under
 // Options.RuntimeSettings.
 const reasonRuntimeSizes = "max_split_size_mb and roundup_power2_divisions may have changed too (--runtime-settings), so roundings and oversize counts are bounds as well"
@@ -302,8 +347,10 @@ func (r *Replay) runtimeBounds(pre []allocator.BlockInfo) map[string]Bound {
 	wide := r.splitsUnknown
 	reason := reasonRuntimeOption
 	switch {
-	case r.switchShown && wide:
+	case r.kindsShown && wide:
 		reason = reasonRuntimeSplit + "; " + reasonRuntimeSizes
+	case r.switchShown && wide:
+		reason = reasonRuntimeSeen
 	case r.switchShown:
 		reason = reasonRuntimeSplit
 	}
