@@ -81,7 +81,6 @@ var (
 	// does not say so gets).
 	rtNoOption      bool
 	rtDebugExamples bool
-	rtDbgHook       func(*Result)
 	rtDebugTrace    func([]snapshot.TraceEntry)
 )
 
@@ -223,7 +222,7 @@ func (w *rtWorkload) runtimeConf() string {
 // cudaFrees (allocator.ErrCudaFreeInvalid). A program that dies there
 // writes no snapshot of its own, so the resize row does not make it.
 func (w *rtWorkload) crashes(size int64, s int64) bool {
-	if !w.set.resize || os.Getenv("NOCRASH") != "" {
+	if !w.set.resize {
 		return false
 	}
 	_, err := w.a.Clone().Malloc(size, s, snapshot.NoStack)
@@ -399,9 +398,6 @@ func roundTrip(set rtSetting, v allocator.Version, seed uint64, ops int) rtOutco
 	res, err := r.Run()
 	if err != nil {
 		return rtOutcome{problems: []string{"replay: " + err.Error()}}
-	}
-	if rtDbgHook != nil {
-		rtDbgHook(res)
 	}
 	problems := append(misplaced, compareRoundTrip(truth, res)...)
 	if set.pools {
