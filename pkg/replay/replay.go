@@ -1215,19 +1215,25 @@ func (r *Replay) namesPools() bool {
 // they reproduce call for call shows nothing a pool explains, and the
 // replay takes it as one without pools.
 func (r *Replay) poolsPossible() bool {
-	if r.res.Pools.Any() {
+	if r.poolsSeen() {
 		return true
 	}
 	f := r.res.Fidelity
 	return !r.namesPools() && f != nil && (f.Divergences > r.capacityOOMs || f.Unapplied > 0)
 }
 
+// poolsSeen says whether the recording shows a private pool: one held
+// memory in the replay, or the recording names one (a final segment, a
+// 2.9+ entry's pool_id: a capture whose only request failed holds no
+// memory), or it has a pool's cudaMalloc beside maps (poolMallocs).
+func (r *Replay) poolsSeen() bool { return r.res.Pools.Any() || r.pools.any }
+
 // captureReason is why an oom of the recording may have had no retry (a
 // capture may have been underway: traceBounds), or "" when the recording
 // allows no private pool.
 func (r *Replay) captureReason() string {
 	switch {
-	case r.res.Pools.Any():
+	case r.poolsSeen():
 		return reasonCaptureOOM
 	case r.poolsPossible():
 		return reasonCaptureOOM + "; " + reasonPoolsVanished
