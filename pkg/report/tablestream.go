@@ -55,6 +55,18 @@ func (t *TableStream) Row(cells []string) error {
 	return t.err
 }
 
+// Start sizes the columns on the rows held so far and writes them without
+// waiting for the hold to fill, for a listing whose rows come in slowly (a
+// filter that keeps few of a streamed trace's entries); later rows are
+// written as they come. It does nothing once started or while no row is
+// held.
+func (t *TableStream) Start() error {
+	if t.err == nil && !t.started && len(t.held) > 0 {
+		t.start()
+	}
+	return t.err
+}
+
 // Close writes the rows still held (a table shorter than the hold) and
 // returns the first write error.
 func (t *TableStream) Close() error {

@@ -36,7 +36,7 @@ func runStream(opts *Options) error {
 		p = newStreamText(out, opts)
 	}
 	ts := analysis.NewTraceStream(opts.query, opts.AllFrames)
-	cur, n := -1, 0
+	cur := -1
 	var seen []int
 	last := time.Now()
 	emit := func(ev *analysis.StreamEvent) error {
@@ -47,12 +47,15 @@ func runStream(opts *Options) error {
 	}
 	st, err := command.StreamSnapshot(opts.IO.ErrOut, opts.File, func(se *snapshot.StreamedEntry) error {
 		opts.streamed++
-		if n++; n&255 == 0 && time.Since(last) >= rowpipe.TickEvery {
+		if opts.streamed&255 == 0 && time.Since(last) >= rowpipe.TickEvery {
 			// Rows that trickle out (a selective filter) are not held back.
 			last = time.Now()
 			if err := out.flushBuffered(); err != nil {
 				return err
 			}
+		}
+		if err := p.entries(opts.streamed); err != nil {
+			return err
 		}
 		if opts.Device >= 0 && se.Device != opts.Device {
 			return nil
@@ -136,6 +139,8 @@ type streamPrinter interface {
 	noTrace()
 	beginDevice(device int, withTime bool) error
 	event(ev *analysis.StreamEvent) error
+	// entries says how many entries have been decoded, before each.
+	entries(n int) error
 	// endDevice ends a device's rows with what its entries said: its list
 	// is done once the next device's begins, or the file ends.
 	endDevice(sum *analysis.StreamSummary) error
@@ -189,6 +194,12 @@ type streamText struct {
 	line     []byte
 	cells    [][]byte
 	withTime bool
+	// heldAt is how many entries had been decoded when the table took its
+	// first row: the table sizes its columns on its first rows
+	// (report.TableStream), and starts once startAfter more entries are
+	// decoded if fewer rows came (a selective filter), a count rather
+	// than a clock so that the layout is the same on every run.
+	heldAt int
 	// frames holds each site cell's text, made once per stack (and
 	// whether it is the alloc's).
 	frames map[frameKey]string
@@ -217,9 +228,22 @@ func (t *streamText) beginDevice(device int, withTime bool) error {
 	return t.doc.Err()
 }
 
+// startAfter is how many entries a streaming table waits for after its
+// first row before it writes the rows it holds (some 10 ms of decoding).
+const startAfter = 8192
+
+func (t *streamText) entries(n int) error {
+	if t.table != nil && t.heldAt >= 0 && n-t.heldAt >= startAfter {
+		t.heldAt = -1
+		return t.table.Start()
+	}
+	return nil
+}
+
 func (t *streamText) event(ev *analysis.StreamEvent) error {
 	if t.table == nil {
 		t.table = report.NewTableStream(t.doc.BeginBlock(), t.opts.Format, streamColumns(t.withTime), 0)
+		t.heldAt = t.opts.streamed
 	}
 	key := frameKey{ev.SiteStack, ev.SiteOfAlloc}
 	frame, ok := t.frames[key]
@@ -365,6 +389,8 @@ func (j *streamJSON) event(ev *analysis.StreamEvent) error {
 	}
 	return j.enc.Encode(&r)
 }
+
+func (j *streamJSON) entries(int) error { return nil }
 
 func (j *streamJSON) endDevice(sum *analysis.StreamSummary) error {
 	return j.enc.Encode(struct {

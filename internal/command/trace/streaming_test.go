@@ -338,3 +338,39 @@ func TestStreamBoundedMemory(t *testing.T) {
 		}
 	}
 }
+
+// TestStreamFirstLinesFiltered: a filter that keeps few entries (fewer
+// than the rows a table holds to size its columns) still has its first
+// rows written some 8,000 entries after the first, not at the end.
+func TestStreamFirstLinesFiltered(t *testing.T) {
+	fn := longTrace(t, 20000)
+	out := &probe{}
+	opts := newOptions(out, fn, report.Text)
+	opts.Stream = true
+	opts.query.Actions = []snapshot.Action{snapshot.ActionAlloc}
+	opts.query.MinSize = 512 + 96*4096 // one alloc in 97
+	opts.query.To = &analysis.TraceBound{Kind: analysis.BoundIndex, Index: 30000}
+	// The entries decoded when each write began, by the bytes written
+	// before it.
+	type write struct{ at, streamed int }
+	var writes []write
+	out.at = func(n int) error {
+		writes = append(writes, write{n, opts.streamed})
+		return nil
+	}
+	if err := runTrace(opts); err != nil {
+		t.Fatal(err)
+	}
+	firstAt, firstRow := -1, strings.Index(out.String(), " alloc ")
+	for _, w := range writes {
+		if w.at <= firstRow {
+			firstAt = w.streamed
+		}
+	}
+	if rows := strings.Count(out.String(), " alloc "); rows < 100 || rows > report.DefaultHold {
+		t.Fatalf("%d rows: the test wants fewer than a table holds", rows)
+	}
+	if firstAt < 0 || firstAt > opts.streamed/2 {
+		t.Errorf("the first rows came after %d of %d entries", firstAt, opts.streamed)
+	}
+}
