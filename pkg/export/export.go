@@ -132,8 +132,8 @@ func writeEvents(w io.Writer, s *snapshot.Snapshot, o Options) (int, error) {
 					row.free = e.DeviceFree()
 				case snapshot.ActionSnapshot, snapshot.ActionUserDefined, snapshot.ActionAnnotate, snapshot.ActionUnknown:
 				default:
-					if b, ok := a.BlockAt(e.Addr); ok {
-						row.seg, row.off, row.located = b.RegionAddress, int64(e.Addr-b.RegionAddress), true
+					if seg, _, ok := a.Locate(e.Addr); ok {
+						row.seg, row.off, row.located = seg, int64(e.Addr-seg), true
 					} else if e.Action == snapshot.ActionSegmentFree || e.Action == snapshot.ActionSegmentUnmap {
 						// Released by the event itself.
 						row.seg, row.off, row.located = e.Addr, 0, true
