@@ -140,6 +140,7 @@ func TestRoundTripRegressions(t *testing.T) {
 		{"runtime max_split/roundup", allocator.V2_4, 3, "a forced allocation rounded under the final settings did not fit the segment the program's rounding made: entries went unapplied", false},
 		{"runtime max_split/roundup", allocator.V2_2, 7, "before 2.4 a divisions entry of 1 leaves requests unrounded: a recorded allocation inside a block the replay had rounded up could not be cut back to an odd size", false},
 		{"runtime max_split/roundup", allocator.V2_0, 6, "the stale requested sizes of free blocks were compared after the replay chose other block boundaries", false},
+		{"runtime all settings", allocator.V2_2, 589, "before 2.4 a request rounded to 512 bytes took an odd-sized free block whole (less than 512 bytes over): the block above its largest rounding, outside the small pool's peak bound", false},
 		{"runtime max_split/roundup", allocator.V2_1, 22, "an unrounded request took a free block of odd size whole (a remainder under 512 bytes is not split): the small pool's peak above the 512-byte rounding", false},
 		{"graphs+MemPool+expandable", allocator.V2_1, 5, "should_split of a private pool's cudaMalloc'd block followed the pool, not the global expandable_segments flag: allocated and active totals differed", false},
 		{"graphs+MemPool+expandable", allocator.V2_1, 8, "as 2.1 seed 5", false},

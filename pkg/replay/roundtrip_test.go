@@ -44,9 +44,10 @@ type rtSetting struct {
 	// told so (Options.RuntimeSettings, --runtime-settings), as the user
 	// who wrote the call would.
 	runtime bool
-	// resize: the runtime calls also change max_split_size_mb and
-	// roundup_power2_divisions (2.0+), not only expandable_segments.
-	resize bool
+	// resize: the runtime calls change max_split_size_mb and
+	// roundup_power2_divisions (2.0+) instead of expandable_segments;
+	// with switchAll, all three (expandable_segments from 2.1).
+	resize, switchAll bool
 	// pools: graph captures (a new pool, or a live one as
 	// pool=g.pool() does), use_mem_pool blocks (2.5+) with MemPool
 	// reuse, pools released mid-run (graph reset, MemPool destructor),
@@ -73,6 +74,7 @@ var rtSettings = []rtSetting{
 	{name: "graphs+MemPool+expandable", conf: "expandable_segments:True", streams: 2, pools: true},
 	{name: "runtime settings", conf: "", streams: 2, runtime: true},
 	{name: "runtime max_split/roundup", conf: "max_split_size_mb:64", streams: 2, runtime: true, resize: true},
+	{name: "runtime all settings", conf: "roundup_power2_divisions:2", streams: 2, runtime: true, resize: true, switchAll: true},
 }
 
 var (
@@ -213,20 +215,27 @@ func (w *rtWorkload) runtimeConf() string {
 	if w.rng.IntN(2) == 0 {
 		parts = append(parts, fmt.Sprintf("roundup_power2_divisions:%d", []int{1, 2, 4, 8, 16}[w.rng.IntN(5)]))
 	}
+	if w.set.switchAll && w.v.HasExpandableSegments() && w.rng.IntN(2) == 0 {
+		parts = append(parts, []string{"expandable_segments:True", "expandable_segments:False"}[w.rng.IntN(2)])
+	}
 	return strings.Join(parts, ",")
 }
 
 // crashes reports whether malloc(size) on stream s would end the program
-// with a CUDA error: max_split_size_mb lowered at runtime below a free
-// block of a split segment, which release_available_cached_blocks then
-// cudaFrees (allocator.ErrCudaFreeInvalid). A program that dies there
-// writes no snapshot of its own, so the resize row does not make it.
+// with an error other than an out-of-memory one: max_split_size_mb
+// lowered at runtime below a free block of a split segment, which
+// release_available_cached_blocks then cudaFrees (a CUDA error,
+// allocator.ErrCudaFreeInvalid), or, before 2.5, that function meeting a
+// block of an expandable segment switched off at runtime (an internal
+// assert). A program that dies there writes no snapshot of its own, so
+// the resize rows do not make it.
 func (w *rtWorkload) crashes(size int64, s int64) bool {
 	if !w.set.resize {
 		return false
 	}
 	_, err := w.a.Clone().Malloc(size, s, snapshot.NoStack)
-	return errors.Is(err, allocator.ErrCudaFreeInvalid)
+	var oom *allocator.OOMError
+	return err != nil && !errors.As(err, &oom)
 }
 
 func (w *rtWorkload) step() error {

@@ -365,8 +365,8 @@ func (r *Replay) runtimeBounds(pre []allocator.BlockInfo) map[string]Bound {
 		if cfg.Version < allocator.V2_4 {
 			// Before 2.4 an entry of 1 leaves requests unrounded, so
 			// free blocks of any size arise, and a remainder under 512
-			// bytes is not split off.
-			hi = max(hi, lo+allocator.MinBlockSize-1)
+			// bytes is not split off, whatever the rounding.
+			hi += allocator.MinBlockSize - 1
 		}
 		return lo, hi
 	}
