@@ -3,6 +3,7 @@ package replay
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,6 +16,9 @@ import (
 // not determine: the true value lies in [Min, Max] (Max nil: no upper
 // bound). Reason says in a sentence why the figure is not exact.
 type Bound struct {
+	// Min is NoLowerEnd when nothing bounds the figure from below (a
+	// counter a runtime setting change may have driven negative, with an
+	// unknown start).
 	Min    int64  `json:"min"`
 	Max    *int64 `json:"max"`
 	Reason string `json:"-"`
@@ -34,7 +38,7 @@ const PrivatePoolAllocated = "private_pool_allocated"
 // Format renders the bound as String does, each end written by size when
 // the figure counts bytes ("308.0 MiB-444.0 MiB").
 func (b Bound) Format(size func(int64) string) string {
-	if !b.Bytes || size == nil {
+	if !b.Bytes || size == nil || b.Min == NoLowerEnd {
 		return b.String()
 	}
 	switch {
@@ -57,6 +61,10 @@ func (b Bound) Exact() bool { return b.Max != nil && *b.Max == b.Min }
 // String renders the bound as the text output prints it: ">= 3" or "3-5".
 func (b Bound) String() string {
 	switch {
+	case b.Min == NoLowerEnd && b.Max == nil:
+		return "unknown"
+	case b.Min == NoLowerEnd:
+		return "<= " + strconv.FormatInt(*b.Max, 10)
 	case b.Max == nil:
 		return ">= " + strconv.FormatInt(b.Min, 10)
 	case *b.Max == b.Min:
@@ -65,8 +73,18 @@ func (b Bound) String() string {
 	return strconv.FormatInt(b.Min, 10) + "-" + strconv.FormatInt(*b.Max, 10)
 }
 
-// MarshalJSON writes {"min": 3, "max": 5} ("max": null when unbounded).
+// NoLowerEnd is a Bound's Min when nothing bounds the figure from below.
+const NoLowerEnd = math.MinInt64
+
+// MarshalJSON writes {"min": 3, "max": 5} ("max": null when unbounded
+// above, "min": null when unbounded below).
 func (b Bound) MarshalJSON() ([]byte, error) {
+	if b.Min == NoLowerEnd {
+		return json.Marshal(struct {
+			Min *int64 `json:"min"`
+			Max *int64 `json:"max"`
+		}{nil, b.Max})
+	}
 	type plain Bound
 	return json.Marshal(plain(b))
 }

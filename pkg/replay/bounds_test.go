@@ -2,8 +2,10 @@ package replay
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -73,9 +75,26 @@ func TestBoundString(t *testing.T) {
 	for _, c := range []struct {
 		b    Bound
 		want string
-	}{{Bound{Min: 3}, ">= 3"}, {Bound{Min: 3, Max: &five}, "3-5"}, {Bound{Min: 5, Max: &five}, "5"}} {
+		json string
+	}{
+		{Bound{Min: 3}, ">= 3", `{"min":3,"max":null}`},
+		{Bound{Min: 3, Max: &five}, "3-5", `{"min":3,"max":5}`},
+		{Bound{Min: 5, Max: &five}, "5", `{"min":5,"max":5}`},
+		// No lower end (a counter with an unknown start that a runtime
+		// setting change may have driven negative): never the int64
+		// minimum printed as if it were a figure.
+		{Bound{Min: NoLowerEnd}, "unknown", `{"min":null,"max":null}`},
+		{Bound{Min: NoLowerEnd, Max: &five}, "<= 5", `{"min":null,"max":5}`},
+		{Bound{Min: NoLowerEnd, Max: &five, Bytes: true}, "<= 5", `{"min":null,"max":5}`},
+	} {
 		if got := c.b.String(); got != c.want {
 			t.Errorf("%+v: %q, want %q", c.b, got, c.want)
+		}
+		if got := c.b.Format(func(v int64) string { return strconv.FormatInt(v, 10) }); got != c.want {
+			t.Errorf("%+v: Format %q, want %q", c.b, got, c.want)
+		}
+		if got, err := json.Marshal(c.b); err != nil || string(got) != c.json {
+			t.Errorf("%+v: JSON %s (%v), want %s", c.b, got, err, c.json)
 		}
 	}
 }

@@ -2,7 +2,6 @@ package replay
 
 import (
 	"maps"
-	"math"
 	"slices"
 
 	"github.com/memstat/memstat/pkg/allocator"
@@ -705,7 +704,7 @@ func (r *Replay) oversizeBounds(out map[string]Bound, ranges []sizeRange, reason
 	for name, n := range map[string][2]int64{"oversize_allocations": {allocs, frees}, "oversize_segments": {segAllocs, segFrees}} {
 		in, outs := n[0], n[1]
 		if midRun {
-			out[name+".current"] = Bound{Min: math.MinInt64, Reason: reason}
+			out[name+".current"] = Bound{Min: NoLowerEnd, Reason: reason}
 			out[name+".peak"] = Bound{Reason: reason}
 			out[name+".allocated"] = Bound{Reason: reason}
 			out[name+".freed"] = Bound{Reason: reason}
