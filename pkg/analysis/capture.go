@@ -41,6 +41,11 @@ type Want struct {
 	// program changed allocator settings at runtime: --runtime-settings),
 	// this replay and any the Replayed runs again.
 	RuntimeSettings bool
+	// Captures replays with replay.Options.Captures (the program captured
+	// CUDA graphs or used a MemPool: --captures). It changes only the
+	// result's bounds, not the simulation, so the replays the Replayed
+	// runs again for states do without it.
+	Captures bool
 }
 
 // capturer takes the wanted states during the replay. Entries named by

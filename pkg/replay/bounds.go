@@ -100,6 +100,9 @@ const (
 	// private pool, but which the default pools alone do not reproduce
 	// (PoolsPossible).
 	reasonPoolsVanished = "the snapshot shows no private pool, but before PyTorch 2.9 the trace does not say which pool each call used and a pool released before the snapshot leaves no segment in it, and the default pools alone do not reproduce this recording (some calls diverged), so private pools may have existed"
+	// reasonCapturesOption: Options.Captures, where the recording shows
+	// no private pool.
+	reasonCapturesOption = "the program captured CUDA graphs or used use_mem_pool (--captures), and a pool released before the snapshot leaves no segment in it (before PyTorch 2.9 the trace does not say which pool each call used), so private pools may have existed"
 	// reasonPoolsUnnamed: traces before 2.9.
 	reasonPoolsUnnamed = "the trace does not say which pool each allocation used (trace entries carry pool_id from PyTorch 2.9), and a pool released before the snapshot leaves no mark: the lower end is the private pools' memory at the end, the upper end the device's own peak"
 	// reasonPoolOpen: Pools.AmbiguousBytes.
@@ -120,15 +123,16 @@ const (
 //     private pools' figure at the end (exact: their segments are in the
 //     snapshot) and the device's own peak.
 //
-// A trace before 2.9 whose final state shows no private pool (possible:
-// the replay diverged from the default pools, PoolsPossible) may still
+// A trace before 2.9 whose final state shows no private pool (unseen:
+// why pools are possible all the same, poolsUnseen: the replay diverged
+// from the default pools, or the user said --captures) may still
 // have had pools that were all released before the snapshot: each peak
 // lies between 0 and the device's own peak.
-func poolBounds(p *PoolFigures, namesPools, possible bool, peakReserved, peakAllocated int64) map[string]Bound {
-	if !p.Any() && possible && !namesPools {
+func poolBounds(p *PoolFigures, namesPools bool, unseen string, peakReserved, peakAllocated int64) map[string]Bound {
+	if !p.Any() && unseen != "" && !namesPools {
 		return map[string]Bound{
-			PrivatePoolReserved:  {Max: &peakReserved, Reason: reasonPoolsVanished, Bytes: true},
-			PrivatePoolAllocated: {Max: &peakAllocated, Reason: reasonPoolsVanished, Bytes: true},
+			PrivatePoolReserved:  {Max: &peakReserved, Reason: unseen, Bytes: true},
+			PrivatePoolAllocated: {Max: &peakAllocated, Reason: unseen, Bytes: true},
 		}
 	}
 	if !p.Any() || namesPools && p.AmbiguousBytes == 0 {

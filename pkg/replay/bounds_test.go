@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -245,11 +246,11 @@ func TestRoundTripRegressions(t *testing.T) {
 func TestPoolBounds(t *testing.T) {
 	p := PoolFigures{Final: make([]allocator.PoolUsage, 2),
 		Reserved: allocator.Stat{Current: 100 << 20, Peak: 308 << 20}, Allocated: allocator.Stat{Current: 50 << 20, Peak: 200 << 20}}
-	if b := poolBounds(&p, true, false, 976<<20, 900<<20); b != nil {
+	if b := poolBounds(&p, true, "", 976<<20, 900<<20); b != nil {
 		t.Errorf("2.9+, no open segment: bounds %v", b)
 	}
 	p.AmbiguousBytes = 136 << 20
-	b := poolBounds(&p, true, false, 976<<20, 900<<20)
+	b := poolBounds(&p, true, "", 976<<20, 900<<20)
 	r, a := b[PrivatePoolReserved], b[PrivatePoolAllocated]
 	if !r.Contains(404<<20) || r.Contains(445<<20) || r.Contains(300<<20) || !a.Contains(336<<20) || a.Contains(337<<20) {
 		t.Errorf("2.9+ bounds %+v %+v", r, a)
@@ -262,7 +263,7 @@ func TestPoolBounds(t *testing.T) {
 		t.Errorf("a count's Format %q", got)
 	}
 	p.AmbiguousBytes = 0
-	b = poolBounds(&p, false, false, 976<<20, 900<<20)
+	b = poolBounds(&p, false, "", 976<<20, 900<<20)
 	if r := b[PrivatePoolReserved]; r.Format(size) != "100 MiB-976 MiB" {
 		t.Errorf("before 2.9: %s", r.Format(size))
 	}
@@ -273,13 +274,13 @@ func TestPoolBounds(t *testing.T) {
 	// one released before the snapshot (before 2.9, the default pools do
 	// not reproduce it); then anything up to the device's peak.
 	none := PoolFigures{Final: make([]allocator.PoolUsage, 1)}
-	if b := poolBounds(&none, false, false, 976<<20, 900<<20); b != nil {
+	if b := poolBounds(&none, false, "", 976<<20, 900<<20); b != nil {
 		t.Errorf("no pool possible: bounds %v", b)
 	}
-	if b := poolBounds(&none, true, true, 976<<20, 900<<20); b != nil {
+	if b := poolBounds(&none, true, reasonPoolsVanished, 976<<20, 900<<20); b != nil {
 		t.Errorf("2.9+, no pool: bounds %v", b)
 	}
-	b = poolBounds(&none, false, true, 976<<20, 900<<20)
+	b = poolBounds(&none, false, reasonPoolsVanished, 976<<20, 900<<20)
 	if r, a := b[PrivatePoolReserved], b[PrivatePoolAllocated]; r.Format(size) != "0 MiB-976 MiB" || a.Format(size) != "0 MiB-900 MiB" || r.Reason != reasonPoolsVanished {
 		t.Errorf("vanished pools: %s, %s (%s)", r.Format(size), a.Format(size), r.Reason)
 	}
@@ -525,5 +526,81 @@ func TestCaptureOOMWithoutPools(t *testing.T) {
 	}
 	if _, ok := res.Bounds[PrivatePoolReserved]; ok {
 		t.Error("fraction: the private pools' peak is a bound, though nothing allows a pool")
+	}
+}
+
+// TestCaptureOOMAssumption: a capture's oom that found nothing to release
+// writes the same oom entry as one after a retry (malloc skips
+// release_cached_blocks while captures_underway is not empty,
+// CUDACachingAllocator.cpp DeviceCachingAllocator::malloc, 2.0 to 2.10),
+// and where the capture's pool never held memory the default pools
+// reproduce the recording call for call: the replay counts the retry
+// (assumeNoCapture, printed) though the truth is 0. With Options.Captures
+// (--captures) the retries are bounds that hold the truth, and before 2.9
+// the private pools' peaks are bounds too.
+func TestCaptureOOMAssumption(t *testing.T) {
+	for _, v := range []allocator.Version{allocator.V2_1, allocator.V2_8} {
+		a, err := allocator.New(allocator.DefaultConfig(v), allocator.Options{Capacity: 1 << 30})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := a.RecordHistory(allocator.HistoryOptions{Enabled: allocator.HistoryAll, Context: allocator.ContextAll}); err != nil {
+			t.Fatal(err)
+		}
+		// 600 MiB live, nothing cached: a capture's 600 MiB request
+		// fails without anything a retry could have released.
+		if _, err := a.Malloc(600<<20, 0, snapshot.NoStack); err != nil {
+			t.Fatal(err)
+		}
+		g := snapshot.PoolID{1, 0}
+		if err := a.BeginAllocateToPool(g, allocator.PoolKindGraph, allocator.StreamFilter{Stream: 0}); err != nil {
+			t.Fatal(err)
+		}
+		var oom *allocator.OOMError
+		if _, err := a.Malloc(600<<20, 0, snapshot.NoStack); !errors.As(err, &oom) {
+			t.Fatalf("%s: capture: %v, want an oom", v, err)
+		}
+		if err := a.EndAllocateToPool(g); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.ReleasePool(g); err != nil {
+			t.Fatal(err)
+		}
+		truth := int64(-1)
+		for _, kv := range a.MemoryStats() {
+			if kv.Key == "num_alloc_retries" {
+				truth = kv.Value
+			}
+		}
+		snap := writeRead(t, a.Snapshot())
+
+		res := runResult(t, snap, Options{Version: v})
+		if res.Fidelity.Divergences != 0 || res.Pools.Any() {
+			t.Fatalf("%s: %d divergences, pools seen %v: the default pools do not reproduce the recording; the test tests nothing", v, res.Fidelity.Divergences, res.Pools.Any())
+		}
+		want := assumeNoCapture
+		if !v.HasDeviceCounters() {
+			want = assumeNoCaptureRetries
+		}
+		if got, ok := res.MemoryStatsMap()["num_alloc_retries"]; truth != 0 || !ok || got != 1 || !slices.Contains(res.Assumptions, want) {
+			t.Errorf("%s: num_alloc_retries %d (exact %v), truth %d, assumptions %q; want the exact 1 the recording reads as, with the note", v, got, ok, truth, res.Assumptions)
+		}
+
+		res = runResult(t, snap, Options{Version: v, Captures: true})
+		b, ok := res.Bounds["num_alloc_retries"]
+		if !ok || !b.Contains(truth) || b.Exact() || !strings.Contains(b.Reason, "--captures") {
+			t.Errorf("%s: --captures: num_alloc_retries bound %v (%s, present %v), truth %d; want a bound holding it", v, b, b.Reason, ok, truth)
+		}
+		if v.HasDeviceCounters() {
+			if b, ok := res.Bounds["num_sync_all_streams"]; !ok || b.Min != 0 {
+				t.Errorf("%s: --captures: num_sync_all_streams bound %v (present %v); want one from 0", v, b, ok)
+			}
+		}
+		if b, ok := res.Bounds[PrivatePoolReserved]; !ok || b.Min != 0 || b.Reason != reasonCapturesOption {
+			t.Errorf("%s: --captures: private pools' peak bound %v (present %v); want 0 up, for --captures", v, b, ok)
+		}
+		if len(res.Assumptions) != 0 {
+			t.Errorf("%s: --captures: assumptions %q; want none", v, res.Assumptions)
+		}
 	}
 }

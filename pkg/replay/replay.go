@@ -102,6 +102,18 @@ type Options struct {
 	// bounds. Without it the replay assumes no switch the segments do not
 	// show, and says so where that matters (Result.Assumptions).
 	RuntimeSettings bool
+	// Captures says the program captured CUDA graphs or allocated in a
+	// torch.cuda.MemPool (use_mem_pool, 2.5+): an oom during either had
+	// no retry, and a pool released before the snapshot (or, at 2.9+, one
+	// that never named itself in the trace) leaves no mark where the
+	// default pools would have made the same calls. With it a follow
+	// replay takes private pools as possible (poolsPossible): every oom's
+	// retry counts at the upper end of num_alloc_retries only, and before
+	// 2.9 the private pools' peaks are bounds. Without it the replay
+	// assumes none was underway at an oom the recording does not tie to
+	// a pool, and says so (Result.Assumptions, assumeNoCapture). The
+	// simulation is the same either way: only the figures' bounds differ.
+	Captures bool
 	// Recording, for a WhatIf replay, is what a follow replay of the same
 	// device, release and total memory (no Config or Capacity of its own)
 	// found (Replay.Recording): the what-if replay starts from it instead
@@ -1127,6 +1139,13 @@ func (r *Replay) Result() *Result {
 			} else if r.sawDependentSplit {
 				r.res.Assumptions = append(r.res.Assumptions, assumeNoSwitch)
 			}
+			if r.captureReason() == "" && r.trace.Count(snapshot.ActionOOM) > 0 {
+				a := assumeNoCapture
+				if !r.cfg.Version.HasDeviceCounters() {
+					a = assumeNoCaptureRetries
+				}
+				r.res.Assumptions = append(r.res.Assumptions, a)
+			}
 		}
 		if r.settingsUnknown && !r.splitsUnknown {
 			// (With runtime settings runtimeBounds has bounded these
@@ -1166,7 +1185,7 @@ func (r *Replay) Result() *Result {
 	r.res.SegmentsCreated = st.NumDeviceAlloc
 	r.res.FinalSegments = r.a.NumSegments()
 	if r.res.Bounds != nil {
-		maps.Copy(r.res.Bounds, poolBounds(&r.res.Pools, r.namesPools(), r.poolsPossible(), r.peakRes.Bytes, r.peakAlloc.Bytes))
+		maps.Copy(r.res.Bounds, poolBounds(&r.res.Pools, r.namesPools(), r.poolsUnseen(), r.peakRes.Bytes, r.peakAlloc.Bytes))
 		for _, k := range []string{PrivatePoolReserved, PrivatePoolAllocated} {
 			if b, ok := unapplied[k]; ok {
 				r.res.Bounds[k] = b
@@ -1206,20 +1225,33 @@ func (r *Replay) namesPools() bool {
 }
 
 // poolsPossible says whether the recording allows a private pool: the
-// replay saw one, or the trace names no pool (before 2.9) and the default
-// pools alone do not reproduce it (a call diverged, other than an oom
-// where only the device's capacity differs, capacityOOM; or entries could
-// not be applied). A pool the program released before the snapshot leaves no
-// segment in the final state, and its calls are the default pools' only
-// where the default pools would have made the same decisions; a recording
-// they reproduce call for call shows nothing a pool explains, and the
-// replay takes it as one without pools.
+// replay saw one, or the user says the program captured graphs or used a
+// MemPool (Options.Captures), or the trace names no pool (before 2.9) and
+// the default pools alone do not reproduce it (a call diverged, other
+// than an oom where only the device's capacity differs, capacityOOM; or
+// entries could not be applied). A pool the program released before the
+// snapshot leaves no segment in the final state, and its calls are the
+// default pools' only where the default pools would have made the same
+// decisions; a recording they reproduce call for call shows nothing a
+// pool explains, and the replay takes it as one without pools unless the
+// user says otherwise (assumeNoCapture).
 func (r *Replay) poolsPossible() bool {
+	return r.poolsSeen() || r.poolsUnseen() != ""
+}
+
+// poolsUnseen is why the recording allows a private pool it does not
+// show (poolsPossible), or "" where it shows one or allows none.
+func (r *Replay) poolsUnseen() string {
 	if r.poolsSeen() {
-		return true
+		return ""
 	}
-	f := r.res.Fidelity
-	return !r.namesPools() && f != nil && (f.Divergences > r.capacityOOMs || f.Unapplied > 0)
+	if f := r.res.Fidelity; !r.namesPools() && f != nil && (f.Divergences > r.capacityOOMs || f.Unapplied > 0) {
+		return reasonPoolsVanished
+	}
+	if r.opts.Captures {
+		return reasonCapturesOption
+	}
+	return ""
 }
 
 // poolsSeen says whether the recording shows a private pool: one held
@@ -1232,11 +1264,11 @@ func (r *Replay) poolsSeen() bool { return r.res.Pools.Any() || r.pools.any }
 // capture may have been underway: traceBounds), or "" when the recording
 // allows no private pool.
 func (r *Replay) captureReason() string {
-	switch {
-	case r.poolsSeen():
+	if r.poolsSeen() {
 		return reasonCaptureOOM
-	case r.poolsPossible():
-		return reasonCaptureOOM + "; " + reasonPoolsVanished
+	}
+	if why := r.poolsUnseen(); why != "" {
+		return reasonCaptureOOM + "; " + why
 	}
 	return ""
 }

@@ -86,6 +86,31 @@ import (
 // that matters (a large-pool cache hit whose split decision depends on
 // the setting: noteSplitDependence) says so (Result.Assumptions).
 
+// assumeNoCapture is the assumption a follow replay without
+// Options.Captures makes where it counts a retry for every oom (the
+// recording allows no private pool: poolsPossible). malloc runs
+// release_cached_blocks and the retry only while captures_underway is
+// empty (CUDACachingAllocator.cpp DeviceCachingAllocator::malloc,
+// C10_LIKELY(captures_underway.empty()), 2.0 to 2.10; use_mem_pool's
+// beginAllocateToPool from 2.5), so an oom during a capture or a
+// use_mem_pool block has no retry, and where it found nothing to release
+// it writes the same oom entry as one after a retry.
+// (Releases without num_sync_all_streams name only num_alloc_retries:
+// assumeNoCaptureRetries.)
+const (
+	assumeNoCapture        = "num_alloc_retries and num_sync_all_streams count a retry for every oom entry: " + assumeNoCaptureWhy
+	assumeNoCaptureRetries = "num_alloc_retries counts a retry for every oom entry: " + assumeNoCaptureWhy
+	assumeNoCaptureWhy     = "this assumes no CUDA graph capture or use_mem_pool block was underway at those ooms (an oom during one has no retry and writes the same entry); --captures prints bounds that allow for one"
+)
+
+// AssumesNoCapture says whether an assumption of Result.Assumptions is
+// the one about captures (assumeNoCapture), which only num_alloc_retries
+// and num_sync_all_streams rest on: check prints it where a rule reads
+// them.
+func AssumesNoCapture(a string) bool {
+	return a == assumeNoCapture || a == assumeNoCaptureRetries
+}
+
 // assumeNoSwitch is the assumption a replay without RuntimeSettings makes
 // where a split decision depends on expandable_segments.
 const assumeNoSwitch = "the allocated and active bytes' peaks and totals (and inactive_split) assume expandable_segments was not switched at runtime without a new segment showing it (a large-pool block served from the cache was split or not by that setting); --runtime-settings prints bounds that allow for a switch"

@@ -12,6 +12,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -49,6 +50,10 @@ type Options struct {
 	// (--runtime-settings): the figures a switch could change are bounds,
 	// and a rule on one passes only if its whole bound does.
 	RuntimeSettings bool
+	// Captures: the program captured CUDA graphs or used a MemPool
+	// (--captures): the figures a capture could change are bounds, and
+	// a rule on one passes only if its whole bound does.
+	Captures bool
 
 	// Resolved: the rules in order (rules file first) and the baseline
 	// of each file (nil entries: none).
@@ -149,6 +154,7 @@ stderr with --json).`,
 	fl.StringVar(&opts.JUnit, "junit", "", "also write the results as JUnit XML to this file")
 	fl.IntVar(&opts.Device, "device", -1, "check only this device (default: every device with segments or a trace)")
 	command.AddRuntimeSettingsFlag(cmd, &opts.RuntimeSettings)
+	command.AddCapturesFlag(cmd, &opts.Captures)
 	command.AddOutputFlags(cmd, &opts.Output, report.Text, report.JSON, report.Markdown)
 	return cmd
 }
@@ -234,7 +240,7 @@ type replayed struct {
 // order and returns the first failing file's error.
 func (o *Options) loadAll(files []string) ([]*replayed, error) {
 	reps, err := parallel.Map(files, parallel.Options{Jobs: o.Jobs}, func(_ int, fn string) (*replayed, error) {
-		return load(fn, o.RuntimeSettings)
+		return load(fn, o.RuntimeSettings, o.Captures)
 	})
 	for _, r := range reps {
 		if r != nil {
@@ -246,7 +252,7 @@ func (o *Options) loadAll(files []string) ([]*replayed, error) {
 	return reps, err
 }
 
-func load(fn string, runtimeSettings bool) (*replayed, error) {
+func load(fn string, runtimeSettings, captures bool) (*replayed, error) {
 	snap, err := snapshot.Load(fn)
 	if err != nil {
 		return nil, err
@@ -256,7 +262,7 @@ func load(fn string, runtimeSettings bool) (*replayed, error) {
 		if snap.Trace(d).Len() == 0 && len(snap.DeviceSegments(d)) == 0 {
 			continue
 		}
-		r, err := replay.New(snap, replay.Options{Device: d, RuntimeSettings: runtimeSettings})
+		r, err := replay.New(snap, replay.Options{Device: d, RuntimeSettings: runtimeSettings, Captures: captures})
 		if err != nil {
 			return nil, fmt.Errorf("%s: device %d: %w", fn, d, err)
 		}
@@ -416,8 +422,8 @@ func writeText(w io.Writer, format report.Format, results []checked, total, fail
 		if r.Partial {
 			notes = append(notes, "history: partial: the trace starts mid-run, so peaks are over the recorded window only")
 		}
-		if gatesOnSplits(r.Device) {
-			for _, a := range r.Assumptions {
+		for _, a := range r.Assumptions {
+			if replay.AssumesNoCapture(a) && gatesOnRetries(r.Device) || !replay.AssumesNoCapture(a) && gatesOnSplits(r.Device) {
 				notes = append(notes, "note: "+a+".")
 			}
 		}
@@ -457,6 +463,14 @@ func gatesOnSplits(d *check.Device) bool {
 		}
 	}
 	return false
+}
+
+// gatesOnRetries reports whether a rule of d reads a figure that counts
+// a retry for every oom (replay.AssumesNoCapture).
+func gatesOnRetries(d *check.Device) bool {
+	return slices.ContainsFunc(d.Outcomes, func(o check.Outcome) bool {
+		return o.Rule.Key == "alloc_retries" || o.Rule.Key == "num_alloc_retries" || o.Rule.Key == "num_sync_all_streams"
+	})
 }
 
 // summary is the last line: the verdict and the counts.

@@ -43,6 +43,9 @@ type Options struct {
 	// RuntimeSettings: the programs changed allocator settings at
 	// runtime (--runtime-settings, analysis.Want.RuntimeSettings).
 	RuntimeSettings bool
+	// Captures: the programs captured CUDA graphs or used a MemPool
+	// (--captures, analysis.Want.Captures).
+	Captures bool
 }
 
 // NewCmdDiff returns the diff command. runF replaces runDiff in tests of
@@ -108,6 +111,7 @@ itself shows no change.`,
 	command.AddDeviceFlag(cmd, &opts.Device)
 	command.AddAllFramesFlag(cmd, &opts.AllFrames)
 	command.AddRuntimeSettingsFlag(cmd, &opts.RuntimeSettings)
+	command.AddCapturesFlag(cmd, &opts.Captures)
 	command.AddOutputFlags(cmd, &opts.Output, report.Text, report.JSON, report.Markdown)
 	return cmd
 }
@@ -132,7 +136,7 @@ func (o *Options) deviceSide(s *side, device int) (*analysis.DiffSide, string, e
 	if !slices.Contains(command.DevicesWithData(s.snap), device) {
 		return nil, "", nil
 	}
-	rp, err := command.ReplayDeviceFor(o.IO.ErrOut, s.file, s.snap, device, analysis.Want{PeakAllocated: true, CompactFigures: true, LiveOnly: true, RuntimeSettings: o.RuntimeSettings})
+	rp, err := command.ReplayDeviceFor(o.IO.ErrOut, s.file, s.snap, device, analysis.Want{PeakAllocated: true, CompactFigures: true, LiveOnly: true, RuntimeSettings: o.RuntimeSettings, Captures: o.Captures})
 	if err != nil {
 		return nil, "", err
 	}

@@ -36,6 +36,10 @@ type Options struct {
 	// (--runtime-settings): the follow replay's figures a switch could
 	// change are bounds.
 	RuntimeSettings bool
+	// Captures: the program captured CUDA graphs or used a MemPool
+	// (--captures): the follow replay's figures a capture could change
+	// are bounds.
+	Captures bool
 
 	// Resolved from the flags.
 	conf     *string
@@ -96,6 +100,7 @@ decimal ones (KB, MB, GB): 24GiB, 24G, 80GB, 512MiB.`,
 	fl.BoolVar(&opts.WhatIf, "what-if", false, "simulate with the recorded settings but claim no fidelity")
 	fl.IntVar(&opts.Device, "device", -1, "replay only this device (default: every device with segments or a trace)")
 	command.AddRuntimeSettingsFlag(cmd, &opts.RuntimeSettings)
+	command.AddCapturesFlag(cmd, &opts.Captures)
 	command.AddOutputFlags(cmd, &opts.Output, report.Text, report.JSON, report.Markdown)
 	return cmd
 }
@@ -164,7 +169,7 @@ func runReplay(opts *Options) error {
 		if opts.Device >= 0 && d != opts.Device || snap.Trace(d).Len() == 0 && len(snap.DeviceSegments(d)) == 0 {
 			continue
 		}
-		rec, sim, err := replayPair(snap, replay.Options{Device: d, Version: v, KeepStart: true, RuntimeSettings: opts.RuntimeSettings},
+		rec, sim, err := replayPair(snap, replay.Options{Device: d, Version: v, KeepStart: true, RuntimeSettings: opts.RuntimeSettings, Captures: opts.Captures},
 			replay.Options{Device: d, Version: v, Mode: replay.WhatIf, Config: cfg, Capacity: opts.capacity})
 		if err != nil {
 			return fmt.Errorf("%s: device %d: %w", opts.File, d, err)

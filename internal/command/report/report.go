@@ -36,6 +36,9 @@ type Options struct {
 	// RuntimeSettings: the program changed allocator settings at runtime
 	// (--runtime-settings, analysis.Want.RuntimeSettings).
 	RuntimeSettings bool
+	// Captures: the program captured CUDA graphs or used a MemPool
+	// (--captures, analysis.Want.Captures).
+	Captures bool
 }
 
 // NewCmdReport returns the report command. runF replaces runReport in
@@ -83,6 +86,7 @@ and can be attached to an issue or a pull request as it is.`,
 	fl.IntVar(&opts.Device, "device", -1, "report only this device (default: every device with segments or a trace)")
 	fl.IntVar(&opts.Top, "top", 15, "stacks to list live at the peak")
 	command.AddRuntimeSettingsFlag(cmd, &opts.RuntimeSettings)
+	command.AddCapturesFlag(cmd, &opts.Captures)
 	return cmd
 }
 
@@ -181,7 +185,7 @@ func device(snap *snapshot.Snapshot, d int, opts *Options, built func(int, *view
 	// The states reportStates asks for, captured during the same replay.
 	// The figures after each entry in 4 bytes an entry, not 16 (the view's
 	// model shares them).
-	want := analysis.Want{PeakAllocated: true, OOMs: true, CompactFigures: true, RuntimeSettings: opts.RuntimeSettings}
+	want := analysis.Want{PeakAllocated: true, OOMs: true, CompactFigures: true, RuntimeSettings: opts.RuntimeSettings, Captures: opts.Captures}
 	if snap.Trace(d).Len() > 0 {
 		if tl, tlErr = timeline.NewBuilder(snap, timeline.Options{Device: d}); tlErr == nil {
 			each = tl.Observe

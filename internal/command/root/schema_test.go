@@ -26,15 +26,15 @@ const schemaFile = "../../../docs/output.schema.json"
 // hold: key is the command, each run the arguments after it (FILE and
 // OTHER stand for two snapshots).
 var jsonRuns = map[string][][]string{
-	"stats":    {{"FILE"}, {"FILE", "OTHER"}, {"--summary", "FILE", "OTHER"}, {"--runtime-settings", "FILE"}},
+	"stats":    {{"FILE"}, {"FILE", "OTHER"}, {"--summary", "FILE", "OTHER"}, {"--runtime-settings", "FILE"}, {"--captures", "FILE"}},
 	"peak":     {{"FILE"}, {"--by", "file", "--stacks", "FILE"}},
 	"oom":      {{"FILE"}, {"--stacks", "FILE"}},
 	"segments": {{"FILE"}, {"--at", "peak", "FILE"}},
 	"trace":    {{"FILE"}, {"--action", "alloc", "--all-frames", "FILE"}, {"--stream", "FILE"}, {"--stream", "--action", "alloc", "FILE"}},
-	"diff":     {{"FILE", "OTHER"}, {"--stacks", "FILE", "OTHER", "OTHER", "FILE"}, {"--runtime-settings", "FILE", "OTHER"}},
-	"replay":   {{"FILE"}, {"--alloc-conf", "expandable_segments:True", "FILE"}, {"--runtime-settings", "FILE"}},
+	"diff":     {{"FILE", "OTHER"}, {"--stacks", "FILE", "OTHER", "OTHER", "FILE"}, {"--runtime-settings", "FILE", "OTHER"}, {"--captures", "FILE", "OTHER"}},
+	"replay":   {{"FILE"}, {"--alloc-conf", "expandable_segments:True", "FILE"}, {"--runtime-settings", "FILE"}, {"--captures", "FILE"}},
 	"advise":   {{"FILE"}},
-	"check":    {{"--max", "ooms=0", "FILE"}, {"--max", "peak_reserved=1GB", "FILE", "OTHER"}, {"--runtime-settings", "--max", "peak_allocated=1GB", "FILE"}},
+	"check":    {{"--max", "ooms=0", "FILE"}, {"--max", "peak_reserved=1GB", "FILE", "OTHER"}, {"--runtime-settings", "--max", "peak_allocated=1GB", "FILE"}, {"--captures", "--max", "ooms=0", "FILE"}},
 }
 
 // TestEveryJSONCommandHasASchemaTest: each command with --json is in
@@ -119,11 +119,14 @@ func TestJSONMatchesSchema(t *testing.T) {
 					if !strings.Contains(out, `"command": "`+name+`"`) || !strings.Contains(out, `"schema_version": 1`) {
 						t.Errorf("%v: envelope does not name the command and version:\n%.300s", args, out)
 					}
-					// The assumption is carried where it is made (the split
-					// recording), not where nothing depends on it (the
-					// hand-built one) nor with --runtime-settings.
+					// The assumptions are carried where they are made (the
+					// split recording: no runtime switch; the hand-built
+					// one's oom: no capture underway), not with the option
+					// that drops them.
 					if files[0] == split || files[0] == recorded {
-						assumes := files[0] == split && !slices.Contains(run, "--runtime-settings") && slices.Contains([]string{"stats", "replay", "check", "diff"}, name) && !slices.Contains(run, "--summary")
+						assumes := (files[0] == split && !slices.Contains(run, "--runtime-settings") ||
+							(files[0] == recorded || name == "diff" && files[1] == recorded) && !slices.Contains(run, "--captures")) &&
+							slices.Contains([]string{"stats", "replay", "check", "diff"}, name) && !slices.Contains(run, "--summary")
 						if assumes != strings.Contains(out, `"assumptions`) {
 							t.Errorf("%v: assumptions in the output %v, want %v", args, !assumes, assumes)
 						}

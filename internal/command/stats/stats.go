@@ -35,6 +35,9 @@ type Options struct {
 	// RuntimeSettings: the program changed allocator settings at runtime
 	// (--runtime-settings, replay.Options.RuntimeSettings).
 	RuntimeSettings bool
+	// Captures: the program captured CUDA graphs or used a MemPool
+	// (--captures, replay.Options.Captures).
+	Captures bool
 }
 
 // NewCmdStats returns the stats command. runF replaces runStats in tests
@@ -101,6 +104,7 @@ more than one file or device) is the table across them.`,
 	cmd.Flags().IntVar(&opts.Jobs, "jobs", 0, "files to decode and replay at once (0: one per CPU, within the available memory)")
 	cmd.Flags().BoolVar(&opts.Summary, "summary", false, "print only the table across files (ranks)")
 	command.AddRuntimeSettingsFlag(cmd, &opts.RuntimeSettings)
+	command.AddCapturesFlag(cmd, &opts.Captures)
 	return cmd
 }
 
@@ -147,7 +151,7 @@ func runStats(opts *Options) error {
 		}
 	}
 	files, err := parallel.Map(opts.Files, popts, func(_ int, fn string) (fileStats, error) {
-		return statsOf(fn, spark, opts.RuntimeSettings, loaded)
+		return statsOf(fn, spark, opts.RuntimeSettings, opts.Captures, loaded)
 	})
 	// Warnings of the files before a failed one come first, as when the
 	// files are read one after another.
@@ -181,7 +185,7 @@ func runStats(opts *Options) error {
 // trace; the snapshot is dropped when it returns, only the results stay.
 // With spark, it keeps allocated memory after each entry for the
 // sparkline. loaded, when not nil, is told of the snapshot once read.
-func statsOf(fn string, spark, runtimeSettings bool, loaded func(*snapshot.Snapshot)) (fileStats, error) {
+func statsOf(fn string, spark, runtimeSettings, captures bool, loaded func(*snapshot.Snapshot)) (fileStats, error) {
 	snap, err := snapshot.Load(fn)
 	if err != nil {
 		return fileStats{}, err
@@ -194,7 +198,7 @@ func statsOf(fn string, spark, runtimeSettings bool, loaded func(*snapshot.Snaps
 		if snap.Trace(d).Len() == 0 && len(snap.DeviceSegments(d)) == 0 {
 			continue
 		}
-		ro := replay.Options{Device: d, RuntimeSettings: runtimeSettings}
+		ro := replay.Options{Device: d, RuntimeSettings: runtimeSettings, Captures: captures}
 		var line []int64
 		if spark {
 			// One value an entry: sized once, so that the heap limit's
