@@ -42,6 +42,12 @@ type liveShare struct {
 	// smallest of the waiting replays' wishes) or the follow replay stops.
 	waiting bool
 	wake    int
+	// seeded: the follow replay has seeded its simulator, and
+	// preexisting is the memory its starting state reserves (a what-if
+	// replay's History.PreexistingBytes). A recording of NewLive is
+	// handed out before.
+	seeded      bool
+	preexisting int64
 }
 
 // liveNote is one finding of the follow replay that what-if replays read.
@@ -75,19 +81,84 @@ func (r *Replay) LiveRecording() (*Recording, error) {
 	if r.pos > 0 || r.live != nil {
 		return nil, fmt.Errorf("replay: a live recording is taken before the follow replay's first step, once")
 	}
+	rec := r.liveRecording()
+	// Seeded, and the recording holds its own copy of the starting state:
+	// the follow replay drops its segments (the what-if replays drop
+	// theirs once seeded).
+	r.start.segments, r.start.reservations = nil, nil
+	r.live.seeded, r.live.preexisting = true, r.res.History.PreexistingBytes
+	return rec, nil
+}
+
+// liveRecording starts the live share of a follow replay that has not
+// stepped yet and returns the recording that reads it.
+func (r *Replay) liveRecording() *Recording {
 	rec := r.recording()
 	// The findings as they stand now; the what-if replays add the log's
 	// to copies of their own. The follow replay goes on writing its own.
 	rec.pools = r.pools.sharedCopy()
 	rec.emptyCacheAt = maps.Clone(r.emptyCacheAt)
-	// Seeded, and the recording holds its own copy of the starting state:
-	// the follow replay drops its segments (the what-if replays drop
-	// theirs once seeded).
-	r.start.segments, r.start.reservations = nil, nil
 	r.live = &liveShare{}
 	r.live.more = sync.NewCond(&r.live.mu)
 	rec.live = r.live
-	return rec, nil
+	return rec
+}
+
+// NewLive is New of a follow replay made with KeepStart followed by its
+// LiveRecording, except that it hands the recording to started as soon as
+// the starting state is rebuilt and the capacity known, before it seeds
+// its own simulator: a what-if replay started from it on another
+// goroutine allocates its starting state while this one seeds its
+// (memstat replay's critical path is the what-if replay). Such a what-if
+// replay's result waits for the seeding (it reports the memory the
+// starting state reserves). If NewLive fails after calling started, it
+// has ended the live recording (EndLive).
+func NewLive(s *snapshot.Snapshot, o Options, started func(*Recording)) (*Replay, error) {
+	if o.Mode != Follow || !o.KeepStart {
+		return nil, fmt.Errorf("replay: a recording comes from a follow replay made with KeepStart")
+	}
+	r, total, _, err := prepare(s, o)
+	if err != nil {
+		return nil, err
+	}
+	total = r.followCapacity(total)
+	// seedFollow makes the follow replay's own map anew; the recording's
+	// copy must be one the what-if replays can write to.
+	r.emptyCacheAt = make(map[int]bool)
+	rec := r.liveRecording()
+	seeded := false
+	defer func() {
+		// Also when seeding panics: the what-if replays must not wait
+		// for ever.
+		if !seeded {
+			r.EndLive()
+		}
+	}()
+	started(rec)
+	if err := r.seedFollow(total); err != nil {
+		return nil, err
+	}
+	seeded = true
+	r.start.segments, r.start.reservations = nil, nil
+	l := r.live
+	l.mu.Lock()
+	l.seeded, l.preexisting = true, r.res.History.PreexistingBytes
+	l.mu.Unlock()
+	l.more.Broadcast()
+	return r, nil
+}
+
+// awaitSeeded, in a what-if replay of a live recording, waits until the
+// follow replay has seeded its simulator (or stopped) and returns the
+// memory its starting state reserves, and whether it was seeded.
+func (r *Replay) awaitSeeded() (int64, bool) {
+	l := r.live
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for !l.seeded && !l.stopped {
+		l.more.Wait()
+	}
+	return l.preexisting, l.seeded
 }
 
 // EndLive tells the what-if replays of a live recording that this replay
@@ -128,8 +199,11 @@ func (r *Replay) publish(end bool) {
 	l.mu.Lock()
 	l.log = append(l.log, r.livePending...)
 	l.pos = r.pos
-	l.stopped = l.stopped || end || r.pos >= r.tw.n
-	wake := l.waiting && (l.pos >= l.wake || l.stopped)
+	stopping := !l.stopped && (end || r.pos >= r.tw.n)
+	l.stopped = l.stopped || stopping
+	// Stopping wakes every waiter, a what-if replay waiting for the
+	// seeding (awaitSeeded) too.
+	wake := stopping || l.waiting && l.pos >= l.wake
 	if wake {
 		l.waiting = false
 	}

@@ -90,6 +90,43 @@ func TestLiveRecordingWhatIf(t *testing.T) {
 			if _, err := fl.LiveRecording(); err == nil {
 				t.Errorf("%s: device %d: a second live recording was taken", in.name, d)
 			}
+			// NewLive: the what-ifs start before the follow replay seeds.
+			gotEarly := make([]*Result, len(settings))
+			errsEarly := make([]error, len(settings))
+			var early sync.WaitGroup
+			fe, err := NewLive(in.snap, fo, func(live *Recording) {
+				for k, cfg := range settings {
+					early.Go(func() {
+						r, err := New(in.snap, whatIf(k, cfg, live))
+						if err == nil {
+							gotEarly[k], err = r.Run()
+						}
+						errsEarly[k] = err
+					})
+				}
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			gotFollowEarly, err := fe.Run()
+			early.Wait()
+			if err != nil {
+				t.Fatalf("%s: device %d: NewLive: %v", in.name, d, err)
+			}
+			if !reflect.DeepEqual(gotFollowEarly, wantFollow) {
+				t.Errorf("%s: device %d: the follow replay of NewLive\n%+v\nwant\n%+v", in.name, d, gotFollowEarly, wantFollow)
+			}
+			for k := range settings {
+				if errsEarly[k] != nil {
+					t.Fatalf("%s: device %d, setting %d: NewLive: %v", in.name, d, k, errsEarly[k])
+				}
+				if !reflect.DeepEqual(gotEarly[k], want[k]) {
+					t.Errorf("%s: device %d, setting %d: from NewLive's recording\n%+v\nwant\n%+v", in.name, d, k, gotEarly[k], want[k])
+				}
+				if gotEarly[k].History.PreexistingSegments > 0 && gotEarly[k].History.PreexistingBytes == 0 {
+					t.Errorf("%s: device %d, setting %d: NewLive: %d starting segments reserve nothing", in.name, d, k, gotEarly[k].History.PreexistingSegments)
+				}
+			}
 			got := make([]*Result, len(settings))
 			errs := make([]error, len(settings))
 			var gotFollow *Result
@@ -181,5 +218,34 @@ func TestLiveRecordingStopped(t *testing.T) {
 	}
 	if _, err := other.LiveRecording(); err == nil {
 		t.Error("a live recording was taken of a follow replay without KeepStart")
+	}
+	if _, err := NewLive(s, Options{}, func(*Recording) { t.Error("NewLive started what-ifs of a follow replay without KeepStart") }); err == nil {
+		t.Error("NewLive made a follow replay without KeepStart")
+	}
+	// A NewLive follow replay that stops early: its what-if fails too.
+	done = make(chan error, 1)
+	fl, err := NewLive(s, Options{KeepStart: true}, func(live *Recording) {
+		go func() {
+			r, err := New(s, Options{Mode: WhatIf, Recording: live})
+			if err == nil {
+				_, err = r.Run()
+			}
+			done <- err
+		}()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fl.RunTo(liveBatch + 10); err != nil {
+		t.Fatal(err)
+	}
+	fl.EndLive()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "stopped at entry") {
+			t.Errorf("what-if replay of a stopped NewLive follow replay: %v, want an error saying where it stopped", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the what-if replay still waits a minute after the NewLive follow replay stopped")
 	}
 }

@@ -281,10 +281,24 @@ type Replay struct {
 // configuration, rebuilds and seeds the starting state and derives the
 // device capacity. Nothing of the trace is applied yet.
 func New(s *snapshot.Snapshot, o Options) (*Replay, error) {
-	if o.Device < 0 {
-		return nil, fmt.Errorf("allocator: device %d", o.Device)
+	r, total, follow, err := prepare(s, o)
+	if err != nil {
+		return nil, err
 	}
-	r := &Replay{snap: s, opts: o, trace: s.Trace(o.Device), streams: streamsOf(s.Contexts), final: s.DeviceSegments(o.Device), res: &Result{}}
+	if o.Mode == Follow {
+		return r, r.initFollow(total)
+	}
+	return r, r.initWhatIf(total, follow)
+}
+
+// prepare is New up to the simulator: the configuration, the starting
+// state rebuilt (or taken from the follow recording of a what-if replay),
+// the call pools and the device's total memory.
+func prepare(s *snapshot.Snapshot, o Options) (r *Replay, total int64, follow *Recording, err error) {
+	if o.Device < 0 {
+		return nil, 0, nil, fmt.Errorf("allocator: device %d", o.Device)
+	}
+	r = &Replay{snap: s, opts: o, trace: s.Trace(o.Device), streams: streamsOf(s.Contexts), final: s.DeviceSegments(o.Device), res: &Result{}}
 	r.tw = newTraceWindow(r.trace)
 	slices.SortStableFunc(r.final, func(x, y *snapshot.Segment) int {
 		switch {
@@ -321,7 +335,7 @@ func New(s *snapshot.Snapshot, o Options) (*Replay, error) {
 		}
 	}
 	if err := r.cfg.Validate(); err != nil {
-		return nil, err
+		return nil, 0, nil, err
 	}
 	if r.cfg.Backend == "cudaMallocAsync" {
 		r.res.Warnings = append(r.res.Warnings, "the recorded backend is cudaMallocAsync; the native caching allocator is simulated instead")
@@ -334,11 +348,10 @@ func New(s *snapshot.Snapshot, o Options) (*Replay, error) {
 	// Follow mode rebuilds the start and derives the capacity; what-if
 	// needs both too, plus where the program emptied the cache, so it runs
 	// a follow replay of its own first.
-	var follow *Recording
 	if o.Mode == WhatIf {
 		if follow = o.Recording; follow != nil {
 			if err := follow.fits(s, o); err != nil {
-				return nil, err
+				return nil, 0, nil, err
 			}
 		} else {
 			fo := o
@@ -347,14 +360,14 @@ func New(s *snapshot.Snapshot, o Options) (*Replay, error) {
 			fo.Capacity = 0
 			fr, err := New(s, fo)
 			if err != nil {
-				return nil, err
+				return nil, 0, nil, err
 			}
 			for fr.Step() == nil {
 			}
 			follow = fr.recording()
 		}
 	}
-	total := o.TotalMemory
+	total = o.TotalMemory
 	if total == 0 {
 		total = r.inferTotalMemory(false)
 	}
@@ -384,11 +397,7 @@ func New(s *snapshot.Snapshot, o Options) (*Replay, error) {
 	default:
 		r.pools = findCallPools(r.snap, r.trace, r.final, r.mapPools, r.poolMallocs())
 	}
-
-	if o.Mode == Follow {
-		return r, r.initFollow(total)
-	}
-	return r, r.initWhatIf(total, follow)
+	return r, total, follow, nil
 }
 
 // recordsExpandable reports whether device dev's recording shows
@@ -835,6 +844,14 @@ func (r *Replay) deriveCapacity(initial int64) (int64, string) {
 }
 
 func (r *Replay) initFollow(total int64) error {
+	return r.seedFollow(r.followCapacity(total))
+}
+
+// followCapacity sets the device capacity of a follow replay (the
+// option's or derived from the recording) and returns the total memory
+// its simulator gets: what a what-if replay needs of the follow replay
+// besides the starting state, known before the simulator is seeded.
+func (r *Replay) followCapacity(total int64) int64 {
 	capacity, source := r.opts.Capacity, "option"
 	if capacity == 0 {
 		var initial int64
@@ -846,7 +863,14 @@ func (r *Replay) initFollow(total int64) error {
 	if r.opts.TotalMemory == 0 && capacity > 0 && capacity < total {
 		total = capacity
 	}
-	if err := r.newAllocator(capacity, total, r.segmentAddress); err != nil {
+	r.res.Capacity, r.res.CapacitySource = capacity, source
+	return total
+}
+
+// seedFollow makes a follow replay's simulator and seeds it with the
+// rebuilt starting state (followCapacity first).
+func (r *Replay) seedFollow(total int64) error {
+	if err := r.newAllocator(r.res.Capacity, total, r.segmentAddress); err != nil {
 		return err
 	}
 	r.seedStart()
@@ -856,7 +880,6 @@ func (r *Replay) initFollow(total int64) error {
 		// where the rebuild laid them out, and the segment records).
 		r.start.segments, r.start.reservations = nil, nil
 	}
-	r.res.Capacity, r.res.CapacitySource = capacity, source
 	if err := r.a.RecordHistory(allocator.HistoryOptions{Enabled: allocator.HistoryAll, Context: allocator.ContextAll}); err != nil {
 		return err
 	}
@@ -1089,6 +1112,13 @@ func (r *Replay) Result() *Result {
 		r.Step()
 	}
 	r.done = true
+	if r.opts.Mode == WhatIf && r.live != nil {
+		// A recording of NewLive is handed out before the follow replay
+		// knows what its starting state reserves.
+		if b, ok := r.awaitSeeded(); ok {
+			r.res.History.PreexistingBytes = b
+		}
+	}
 	if r.opts.Mode == Follow {
 		f := r.res.Fidelity
 		f.ForcedOperations = r.a.ForcedOperations() + r.forcedOOMs

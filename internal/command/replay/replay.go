@@ -192,33 +192,45 @@ func runReplay(opts *Options) error {
 // replayPair runs the follow replay (fo) and the what-if replay (wo) of
 // one device side by side, on two cores: the what-if replay starts from
 // the follow replay's rebuilt state instead of following the recording
-// again itself, and steps behind it (replay.LiveRecording). A failure of
+// again itself, and steps behind it (replay.NewLive). It starts as soon
+// as the state is rebuilt, allocating its copy of it while the follow
+// replay seeds its simulator: it is the longer of the two. A failure of
 // the follow replay is reported first, as when they ran one after the
 // other.
 func replayPair(snap *snapshot.Snapshot, fo, wo replay.Options) (rec, sim *replay.Result, err error) {
-	fr, err := replay.New(snap, fo)
-	if err != nil {
-		return nil, nil, err
-	}
-	wo.Recording, err = fr.LiveRecording()
-	if err != nil {
-		return nil, nil, err
+	var simErr error
+	var done chan struct{}
+	started := func(live *replay.Recording) {
+		wo.Recording = live
+		done = make(chan struct{})
+		go func() {
+			defer close(done)
+			defer func() {
+				if p := parallel.Recovered(recover()); p != nil {
+					simErr = p
+				}
+			}()
+			sim, simErr = run(snap, wo)
+		}()
 	}
 	var recErr error
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		// Whatever happens, the what-if replay must not wait for ever.
-		defer fr.EndLive()
+	func() {
+		var fr *replay.Replay
 		defer func() {
 			if p := parallel.Recovered(recover()); p != nil {
 				recErr = p
 			}
 		}()
+		if fr, recErr = replay.NewLive(snap, fo, started); recErr != nil {
+			return
+		}
+		// Whatever happens, the what-if replay must not wait for ever.
+		defer fr.EndLive()
 		rec, recErr = fr.Run()
 	}()
-	sim, simErr := run(snap, wo)
-	<-done
+	if done != nil {
+		<-done
+	}
 	if recErr != nil {
 		return nil, nil, recErr
 	}
