@@ -191,8 +191,7 @@ type streamText struct {
 	doc      *report.Doc
 	opts     *Options
 	table    *report.TableStream
-	line     []byte
-	cells    [][]byte
+	row      tableRow
 	withTime bool
 	// heldAt is how many entries had been decoded when the table took its
 	// first row: the table sizes its columns on its first rows
@@ -200,18 +199,10 @@ type streamText struct {
 	// decoded if fewer rows came (a selective filter), a count rather
 	// than a clock so that the layout is the same on every run.
 	heldAt int
-	// frames holds each site cell's text, made once per stack (and
-	// whether it is the alloc's).
-	frames map[frameKey]string
-}
-
-type frameKey struct {
-	stack   snapshot.StackID
-	ofAlloc bool
 }
 
 func newStreamText(w io.Writer, opts *Options) *streamText {
-	return &streamText{doc: report.NewDoc(w, opts.Format), opts: opts, frames: map[frameKey]string{}}
+	return &streamText{doc: report.NewDoc(w, opts.Format), opts: opts}
 }
 
 func (t *streamText) noTrace() { t.doc.Line("%s", noTrace) }
@@ -221,9 +212,7 @@ func (t *streamText) beginDevice(device int, withTime bool) error {
 	for _, l := range streamNote {
 		t.doc.Line("%s", l)
 	}
-	cols := streamColumns(withTime)
 	t.table = nil
-	t.cells = make([][]byte, 0, len(cols))
 	t.withTime = withTime
 	return t.doc.Err()
 }
@@ -245,45 +234,15 @@ func (t *streamText) event(ev *analysis.StreamEvent) error {
 		t.table = report.NewTableStream(t.doc.BeginBlock(), t.opts.Format, streamColumns(t.withTime), 0)
 		t.heldAt = t.opts.streamed
 	}
-	key := frameKey{ev.SiteStack, ev.SiteOfAlloc}
-	frame, ok := t.frames[key]
-	if !ok {
-		frame = report.TraceFrame(&ev.TraceEvent)
-		t.frames[key] = frame
-	}
-	var ends [10]int
-	b, n := t.line[:0], 0
-	cell := func() { ends[n], n = len(b), n+1 }
-	b = strconv.AppendInt(b, int64(ev.Index), 10)
-	cell()
-	if t.withTime {
-		b = report.AppendSeconds(b, ev.Seconds)
-		cell()
-	}
-	b = append(b, ev.Action...)
-	cell()
-	b = append(b, report.TraceName(&ev.TraceEvent)...)
-	cell()
-	b = report.AppendSize(b, ev.Size)
-	cell()
-	b = report.AppendStream(b, ev.Stream)
-	cell()
-	b = appendStreamWhere(b, ev)
-	cell()
-	b = appendChange(b, ev.RequestedChange)
-	cell()
-	b = appendChange(b, ev.ReservedChange)
-	cell()
-	b = append(b, frame...)
-	cell()
-	t.line = b
-	c, start := t.cells[:0], 0
-	for _, end := range ends[:n] {
-		c = append(c, b[start:end:end])
-		start = end
-	}
-	t.cells = c
-	return t.table.RowBytes(c)
+	r := &t.row
+	r.begin(&ev.TraceEvent, t.withTime)
+	r.line = appendStreamWhere(r.line, ev)
+	r.end()
+	r.line = appendChange(r.line, ev.RequestedChange)
+	r.end()
+	r.line = appendChange(r.line, ev.ReservedChange)
+	r.end()
+	return t.table.RowBytes(r.finish(&ev.TraceEvent))
 }
 
 func (t *streamText) endDevice(sum *analysis.StreamSummary) error {

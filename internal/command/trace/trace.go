@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"strconv"
 	"strings"
 
@@ -324,15 +323,7 @@ type textTrace struct {
 	format   report.Format
 	table    *report.TableStream
 	withTime bool
-	// line holds a row's cells one after another and cells slices it:
-	// one buffer for every row, not a string per cell.
-	line  []byte
-	cells [][]byte
-	// frames holds each site cell's text, made once; frameAt[2*stack +
-	// (1 if of the alloc)] is 1 + its index (0: not yet): an index per
-	// entry, not a map lookup.
-	frames  []string
-	frameAt []int32
+	row      tableRow
 }
 
 func newTextTrace(w io.Writer, opts *Options) *textTrace {
@@ -353,56 +344,15 @@ func (t *textTrace) begin(device int, w *analysis.TraceWalk) error {
 
 func (t *textTrace) event(ev *analysis.TraceEvent) error {
 	if t.table == nil {
-		cols := report.TraceColumns(t.withTime)
-		t.table = report.NewTableStream(t.doc.BeginBlock(), t.format, cols, 0)
-		t.cells = make([][]byte, 0, len(cols))
+		t.table = report.NewTableStream(t.doc.BeginBlock(), t.format, report.TraceColumns(t.withTime), 0)
 	}
-	slot := 2 * int(ev.SiteStack)
-	if ev.SiteOfAlloc {
-		slot++
-	}
-	if slot >= len(t.frameAt) {
-		t.frameAt = append(t.frameAt, make([]int32, slot+1-len(t.frameAt))...)
-	}
-	var frame string
-	if k := t.frameAt[slot]; k > 0 {
-		frame = t.frames[k-1]
-	} else if frame = report.TraceFrame(ev); len(t.frames) < math.MaxInt32 {
-		t.frames = append(t.frames, frame)
-		t.frameAt[slot] = int32(len(t.frames))
-	}
-	// The cells' ends in line (line may move as it grows: sliced after).
-	var ends [9]int
-	b, n := t.line[:0], 0
-	cell := func() { ends[n], n = len(b), n+1 }
-	b = strconv.AppendInt(b, int64(ev.Index), 10)
-	cell()
-	if t.withTime {
-		b = report.AppendSeconds(b, ev.Seconds)
-		cell()
-	}
-	b = append(b, ev.Action...)
-	cell()
-	b = append(b, report.TraceName(ev)...)
-	cell()
-	b = report.AppendSize(b, ev.Size)
-	cell()
-	b = report.AppendStream(b, ev.Stream)
-	cell()
-	b = report.AppendWhere(b, ev)
-	cell()
-	b = report.AppendSize(b, ev.Allocated)
-	cell()
-	b = append(b, frame...)
-	cell()
-	t.line = b
-	c, start := t.cells[:0], 0
-	for _, end := range ends[:n] {
-		c = append(c, b[start:end:end])
-		start = end
-	}
-	t.cells = c
-	return t.table.RowBytes(c)
+	r := &t.row
+	r.begin(ev, t.withTime)
+	r.line = report.AppendWhere(r.line, ev)
+	r.end()
+	r.line = report.AppendSize(r.line, ev.Allocated)
+	r.end()
+	return t.table.RowBytes(r.finish(ev))
 }
 
 func (t *textTrace) end(sum *analysis.TraceSummary) error {
