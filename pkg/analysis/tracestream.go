@@ -1,6 +1,7 @@
 package analysis
 
 import (
+	"cmp"
 	"slices"
 
 	"github.com/memstat/memstat/pkg/snapshot"
@@ -107,17 +108,17 @@ func (ts *TraceStream) Summary(d int) *StreamSummary {
 	return &ts.devs[d].sum
 }
 
+// find returns where addr is or would be among the open segments (by
+// start address), and whether one starts there.
+func (sd *streamDevice) find(addr uint64) (int, bool) {
+	return slices.BinarySearchFunc(sd.segs, addr, func(s streamSegment, a uint64) int {
+		return cmp.Compare(s.addr, a)
+	})
+}
+
 // segmentAt returns the open segment that holds addr.
 func (sd *streamDevice) segmentAt(addr uint64) (streamSegment, bool) {
-	i, _ := slices.BinarySearchFunc(sd.segs, addr, func(s streamSegment, a uint64) int {
-		switch {
-		case s.addr < a:
-			return -1
-		case s.addr > a:
-			return 1
-		}
-		return 0
-	})
+	i, _ := sd.find(addr)
 	// sd.segs[i] is the first segment at or above addr.
 	if i < len(sd.segs) && sd.segs[i].addr == addr {
 		return sd.segs[i], true
@@ -138,15 +139,7 @@ func (sd *streamDevice) locate(addr uint64) (uint64, int64, bool) {
 }
 
 func (sd *streamDevice) segmentAlloc(addr uint64, size int64) {
-	i, found := slices.BinarySearchFunc(sd.segs, addr, func(s streamSegment, a uint64) int {
-		switch {
-		case s.addr < a:
-			return -1
-		case s.addr > a:
-			return 1
-		}
-		return 0
-	})
+	i, found := sd.find(addr)
 	if found {
 		// A segment_alloc at the address of one never freed (a segment_free
 		// left out of the trace): the new one holds the range.
@@ -157,15 +150,7 @@ func (sd *streamDevice) segmentAlloc(addr uint64, size int64) {
 }
 
 func (sd *streamDevice) segmentFree(addr uint64) {
-	if i, found := slices.BinarySearchFunc(sd.segs, addr, func(s streamSegment, a uint64) int {
-		switch {
-		case s.addr < a:
-			return -1
-		case s.addr > a:
-			return 1
-		}
-		return 0
-	}); found {
+	if i, found := sd.find(addr); found {
 		sd.segs = slices.Delete(sd.segs, i, i+1)
 	}
 }
