@@ -186,46 +186,14 @@ func TestBoundedMemory(t *testing.T) {
 		t.Skip("-short: records and lists a trace of 200,000 entries")
 	}
 	fn := longTrace(t, 100000)
-	heap := func() int64 {
-		runtime.GC()
-		var ms runtime.MemStats
-		runtime.ReadMemStats(&ms)
-		return int64(ms.HeapAlloc)
-	}
-	base := heap()
-	snap, err := snapshot.Load(fn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	loaded := heap() - base
-	runtime.KeepAlive(snap)
-	snap = nil
 	for _, f := range []report.Format{report.Text, report.JSON} {
-		var first, peak int64
-		samples, next := 0, 0
-		out := &probe{discard: true}
-		opts := newOptions(out, fn, f)
-		out.at = func(n int) error {
-			if n < next {
-				return nil
-			}
-			next = n + 1<<20
-			h := heap() - base
-			if samples == 0 {
-				first = h
-			}
-			peak = max(peak, h)
-			samples++
-			return nil
-		}
-		if err := runTrace(opts); err != nil {
-			t.Fatal(err)
-		}
+		opts, h := listingHeap(t, fn, f, false)
+		loaded, first, peak, samples := h.loaded, h.first, h.peak, h.samples
 		if n := opts.walk.Entries(); n < 200000 {
 			t.Fatalf("the trace has %d entries", n)
 		}
 		t.Logf("%s: loaded snapshot %.1f MB; while listing: first %.1f MB, peak %.1f MB (%d samples, %.0f MB written)",
-			f, float64(loaded)/1e6, float64(first)/1e6, float64(peak)/1e6, samples, float64(out.n)/1e6)
+			f, float64(loaded)/1e6, float64(first)/1e6, float64(peak)/1e6, samples, float64(h.written)/1e6)
 		if samples < 10 {
 			t.Errorf("%s: %d samples: the listing was not written as it went", f, samples)
 		}
@@ -236,4 +204,55 @@ func TestBoundedMemory(t *testing.T) {
 			t.Errorf("%s: heap %.1f MB while listing, the snapshot alone takes %.1f MB", f, float64(peak)/1e6, float64(loaded)/1e6)
 		}
 	}
+}
+
+// listingHeap is what a trace listing of fn in format f (streamed or
+// not) holds: the heap the loaded snapshot alone takes, and the heap in
+// use while the lines are written, sampled after a collection at every
+// MiB of output (the first sample, the peak, how many).
+type listingHeapSamples struct {
+	loaded, first, peak int64
+	samples             int
+	written             int64
+}
+
+func listingHeap(t *testing.T, fn string, f report.Format, stream bool) (*Options, listingHeapSamples) {
+	t.Helper()
+	heap := func() int64 {
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return int64(ms.HeapAlloc)
+	}
+	var h listingHeapSamples
+	base := heap()
+	snap, err := snapshot.Load(fn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.loaded = heap() - base
+	runtime.KeepAlive(snap)
+	snap = nil
+	next := 0
+	out := &probe{discard: true}
+	opts := newOptions(out, fn, f)
+	opts.Stream = stream
+	out.at = func(n int) error {
+		if n < next {
+			return nil
+		}
+		next = n + 1<<20
+		v := heap() - base
+		if h.samples == 0 {
+			h.first = v
+		}
+		h.peak = max(h.peak, v)
+		h.samples++
+		return nil
+	}
+	if err := runTrace(opts); err != nil {
+		t.Fatal(err)
+	}
+	h.written = int64(out.n)
+	return opts, h
 }

@@ -5,7 +5,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -286,47 +285,14 @@ func TestStreamBoundedMemory(t *testing.T) {
 		t.Skip("-short: records and streams a trace of 200,000 entries")
 	}
 	fn := longTrace(t, 100000)
-	heap := func() int64 {
-		runtime.GC()
-		var ms runtime.MemStats
-		runtime.ReadMemStats(&ms)
-		return int64(ms.HeapAlloc)
-	}
-	base := heap()
-	snap, err := snapshot.Load(fn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	loaded := heap() - base
-	runtime.KeepAlive(snap)
-	snap = nil
 	for _, f := range []report.Format{report.Text, report.JSON} {
-		var first, peak int64
-		samples, next := 0, 0
-		out := &probe{discard: true}
-		opts := newOptions(out, fn, f)
-		opts.Stream = true
-		out.at = func(n int) error {
-			if n < next {
-				return nil
-			}
-			next = n + 1<<20
-			h := heap() - base
-			if samples == 0 {
-				first = h
-			}
-			peak = max(peak, h)
-			samples++
-			return nil
-		}
-		if err := runTrace(opts); err != nil {
-			t.Fatal(err)
-		}
+		opts, h := listingHeap(t, fn, f, true)
+		loaded, first, peak, samples := h.loaded, h.first, h.peak, h.samples
 		if opts.streamed < 200000 {
 			t.Fatalf("%d entries streamed", opts.streamed)
 		}
 		t.Logf("%s: loaded snapshot %.1f MB; while streaming: first %.1f MB, peak %.1f MB (%d samples, %.0f MB written)",
-			f, float64(loaded)/1e6, float64(first)/1e6, float64(peak)/1e6, samples, float64(out.n)/1e6)
+			f, float64(loaded)/1e6, float64(first)/1e6, float64(peak)/1e6, samples, float64(h.written)/1e6)
 		if samples < 10 {
 			t.Errorf("%s: %d samples: the listing was not written as it went", f, samples)
 		}
