@@ -1,14 +1,11 @@
 package stats
 
 import (
-	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/memstat/memstat/internal/command"
 	"github.com/memstat/memstat/internal/fixture"
 	"github.com/memstat/memstat/internal/golden"
-	"github.com/memstat/memstat/internal/iostreams"
 )
 
 // TestCaptures: an oom during a CUDA graph capture, with nothing cached,
@@ -19,20 +16,7 @@ import (
 // peaks are bounds that hold the truth, without the assumption.
 func TestCaptures(t *testing.T) {
 	fn, _ := fixture.RecordFile(t, "capture_oom.mem", "capture_oom.pickle", "--device-memory", "1GiB", "--torch-version", "2.8")
-	run := func(args ...string) string {
-		t.Helper()
-		ios, _, out, errOut := iostreams.Test()
-		cmd := NewCmdStats(&command.Factory{IO: ios}, nil)
-		cmd.SetArgs(append(args, fn))
-		cmd.SilenceUsage, cmd.SilenceErrors = true, true
-		if err := cmd.Execute(); err != nil {
-			t.Fatal(err)
-		}
-		if errOut.Len() > 0 {
-			t.Errorf("stderr: %s", errOut)
-		}
-		return strings.ReplaceAll(out.String(), filepath.Dir(fn)+string(filepath.Separator), "")
-	}
+	run := func(args ...string) string { t.Helper(); return statsOfRecording(t, fn, args...) }
 	const note = "this assumes no CUDA graph capture or use_mem_pool block was underway at those ooms"
 	flat := func(s string) string { return strings.Join(strings.Fields(s), " ") }
 	plain := run()

@@ -1,14 +1,11 @@
 package stats
 
 import (
-	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/memstat/memstat/internal/command"
 	"github.com/memstat/memstat/internal/fixture"
 	"github.com/memstat/memstat/internal/golden"
-	"github.com/memstat/memstat/internal/iostreams"
 )
 
 // TestRuntimeSettings: a recording with a large-pool cache hit whose
@@ -18,20 +15,7 @@ import (
 // bounds, without the assumption.
 func TestRuntimeSettings(t *testing.T) {
 	fn, _ := fixture.RecordFile(t, "split_setting.mem", "split_setting.pickle")
-	run := func(args ...string) string {
-		t.Helper()
-		ios, _, out, errOut := iostreams.Test()
-		cmd := NewCmdStats(&command.Factory{IO: ios}, nil)
-		cmd.SetArgs(append(args, fn))
-		cmd.SilenceUsage, cmd.SilenceErrors = true, true
-		if err := cmd.Execute(); err != nil {
-			t.Fatal(err)
-		}
-		if errOut.Len() > 0 {
-			t.Errorf("stderr: %s", errOut)
-		}
-		return strings.ReplaceAll(out.String(), filepath.Dir(fn)+string(filepath.Separator), "")
-	}
+	run := func(args ...string) string { t.Helper(); return statsOfRecording(t, fn, args...) }
 	plain := run()
 	if !strings.Contains(plain, "assume expandable_segments was not switched at runtime") || strings.Contains(plain, "allocated_bytes.all.peak is a bound") {
 		t.Errorf("without --runtime-settings: want the assumption and exact figures:\n%s", plain)

@@ -31,6 +31,24 @@ func execStats(t *testing.T, args ...string) (string, string, error) {
 	return strings.ReplaceAll(out.String(), dir, ""), strings.ReplaceAll(errOut.String(), dir, ""), err
 }
 
+// statsOfRecording runs stats with args on fn, a file the test wrote:
+// its text output with fn's folder taken out; an error or anything on
+// stderr fails the test.
+func statsOfRecording(t *testing.T, fn string, args ...string) string {
+	t.Helper()
+	ios, _, out, errOut := iostreams.Test()
+	cmd := NewCmdStats(&command.Factory{IO: ios}, nil)
+	cmd.SetArgs(append(args, fn))
+	cmd.SilenceUsage, cmd.SilenceErrors = true, true
+	if err := cmd.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	if errOut.Len() > 0 {
+		t.Errorf("stderr: %s", errOut)
+	}
+	return strings.ReplaceAll(out.String(), filepath.Dir(fn)+string(filepath.Separator), "")
+}
+
 type statsJSON struct {
 	Files []struct {
 		File    string `json:"file"`
