@@ -3,12 +3,8 @@ package check_test
 import (
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/memstat/memstat/internal/command"
-	"github.com/memstat/memstat/internal/command/root"
 	"github.com/memstat/memstat/internal/fixture"
-	"github.com/memstat/memstat/internal/iostreams"
 )
 
 // TestCaptures: an oom during a capture that a 2.8 recording does not
@@ -18,16 +14,7 @@ import (
 // fails.
 func TestCaptures(t *testing.T) {
 	fn, _ := fixture.RecordFile(t, "capture_oom.mem", "capture_oom.pickle", "--device-memory", "1GiB", "--torch-version", "2.8")
-	run := func(args ...string) (int, string) {
-		t.Helper()
-		ios, _, out, errOut := iostreams.Test()
-		f := &command.Factory{IO: ios, Getenv: func(string) string { return "" }, Now: func() time.Time { return time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC) }}
-		code := root.Main(f, append([]string{"check"}, append(args, fn)...))
-		if errOut.Len() > 0 {
-			t.Errorf("%v: stderr %s", args, errOut)
-		}
-		return code, out.String()
-	}
+	run := func(args ...string) (int, string) { t.Helper(); return checkRecording(t, fn, args...) }
 	const note = "note: num_alloc_retries and num_sync_all_streams count a retry for every oom entry"
 	code, out := run("--max", "alloc_retries=1")
 	if code != 0 || !strings.Contains(out, note) {

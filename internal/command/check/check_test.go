@@ -35,6 +35,20 @@ func memstat(t *testing.T, env map[string]string, args ...string) (code int, std
 	return code, strings.ReplaceAll(out.String(), dir, ""), strings.ReplaceAll(errOut.String(), dir, "")
 }
 
+// checkRecording runs check with args on fn, a file the test wrote (so
+// it needs no real-snapshot folder): the exit status and stdout; anything
+// on stderr fails the test.
+func checkRecording(t *testing.T, fn string, args ...string) (int, string) {
+	t.Helper()
+	ios, _, out, errOut := iostreams.Test()
+	f := &command.Factory{IO: ios, Getenv: func(string) string { return "" }, Now: func() time.Time { return time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC) }}
+	code := root.Main(f, append([]string{"check"}, append(args, fn)...))
+	if errOut.Len() > 0 {
+		t.Errorf("%v: stderr %s", args, errOut)
+	}
+	return code, out.String()
+}
+
 // Real snapshots the tests use: Nesta's run (PyTorch 2.2, complete
 // history) ran out of memory once with 21.8 GiB reserved; bcrafton's and
 // MAGMA27's are the same course assignment (2.10, traces from mid-run).

@@ -3,12 +3,8 @@ package check_test
 import (
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/memstat/memstat/internal/command"
-	"github.com/memstat/memstat/internal/command/root"
 	"github.com/memstat/memstat/internal/fixture"
-	"github.com/memstat/memstat/internal/iostreams"
 )
 
 // TestRuntimeSettings: on a recording whose block sizes depend on
@@ -21,16 +17,7 @@ import (
 // unaffected.
 func TestRuntimeSettings(t *testing.T) {
 	fn, _ := fixture.RecordFile(t, "split_setting.mem", "split_setting.pickle")
-	run := func(args ...string) (int, string) {
-		t.Helper()
-		ios, _, out, errOut := iostreams.Test()
-		f := &command.Factory{IO: ios, Getenv: func(string) string { return "" }, Now: func() time.Time { return time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC) }}
-		code := root.Main(f, append([]string{"check"}, append(args, fn)...))
-		if errOut.Len() > 0 {
-			t.Errorf("%v: stderr %s", args, errOut)
-		}
-		return code, out.String()
-	}
+	run := func(args ...string) (int, string) { t.Helper(); return checkRecording(t, fn, args...) }
 	rules := []string{"--max", "peak_allocated=20MiB", "--max", "fragmentation=30%", "--max", "peak_reserved=20MiB"}
 	code, out := run(rules...)
 	if code != 0 || !strings.Contains(out, "note: the allocated and active bytes' peaks and totals") {
