@@ -232,6 +232,22 @@ type Case struct {
 	Pools    bool  // graph captures and MemPools (Workload.Pools)
 }
 
+// NewAllocator is an allocator with the case's settings and device
+// memory (the memory fraction is the caller's to set: some tests leave it
+// out).
+func (c Case) NewAllocator(t testing.TB) *allocator.Allocator {
+	t.Helper()
+	cfg, err := allocator.ParseConfig(c.Conf, c.Version)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := allocator.New(cfg, allocator.Options{Capacity: c.Capacity})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
 // CommonCases are the settings that both the allocator's invariant tests
 // and the replay's round trip run (each appends its own): one stream,
 // three streams under a capacity, max_split_size, 2.6's

@@ -23,14 +23,7 @@ func TestLocateAndAllocatedAtAgreeWithBlockAt(t *testing.T) {
 	checked := 0
 	for ci, pc := range propCases {
 		name := fmt.Sprintf("%d-%s-%q", ci, pc.Version, pc.Conf)
-		cfg, err := allocator.ParseConfig(pc.Conf, pc.Version)
-		if err != nil {
-			t.Fatal(err)
-		}
-		a, err := allocator.New(cfg, allocator.Options{Capacity: pc.Capacity})
-		if err != nil {
-			t.Fatal(err)
-		}
+		a := pc.NewAllocator(t)
 		w := &randworkload.Workload{T: t, Rng: rand.New(rand.NewPCG(7, uint64(ci))), A: a, Name: name,
 			Scale: pc.Scale, Streams: pc.Streams}
 		for i := range ops {

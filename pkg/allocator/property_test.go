@@ -38,14 +38,7 @@ func TestPropertyInvariants(t *testing.T) {
 		for seed := uint64(1); seed <= 3; seed++ {
 			name := fmt.Sprintf("%d-%s-%q-seed%d", ci, pc.Version, pc.Conf, seed)
 			t.Run(name, func(t *testing.T) {
-				cfg, err := allocator.ParseConfig(pc.Conf, pc.Version)
-				if err != nil {
-					t.Fatal(err)
-				}
-				a, err := allocator.New(cfg, allocator.Options{Capacity: pc.Capacity})
-				if err != nil {
-					t.Fatal(err)
-				}
+				a := pc.NewAllocator(t)
 				if pc.Fraction > 0 {
 					if err := a.SetMemoryFraction(pc.Fraction); err != nil {
 						t.Fatal(err)
@@ -56,7 +49,7 @@ func TestPropertyInvariants(t *testing.T) {
 				}
 				w := &randworkload.Workload{T: t, Rng: rand.New(rand.NewPCG(seed, uint64(ci))), A: a, Name: name,
 					Scale: pc.Scale, Streams: pc.Streams}
-				expandable := cfg.ExpandableSegments
+				expandable := a.Config().ExpandableSegments
 				for i := range ops {
 					op := w.Step()
 					if pc.Toggle && w.Rng.IntN(200) == 0 {

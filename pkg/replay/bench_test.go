@@ -30,14 +30,7 @@ func cpuTime() time.Duration {
 //	MEMSTAT_BENCH_FILE=bench/out/torch-100MB.pickle go test -run '^$' \
 //	  -bench Follow -cpuprofile cpu.out ./pkg/replay
 func BenchmarkFollow(b *testing.B) {
-	file := os.Getenv("MEMSTAT_BENCH_FILE")
-	if file == "" {
-		b.Skip("MEMSTAT_BENCH_FILE is not set: it names the snapshot to replay")
-	}
-	s, err := snapshot.Load(file)
-	if err != nil {
-		b.Fatal(err)
-	}
+	s := benchSnapshot(b)
 	b.ReportAllocs()
 	start := cpuTime()
 	for b.Loop() {
@@ -57,14 +50,7 @@ func BenchmarkFollow(b *testing.B) {
 // replay does (the follow replay run once, outside the timing): New (the
 // starting state allocated in the simulator) and Run.
 func BenchmarkWhatIf(b *testing.B) {
-	file := os.Getenv("MEMSTAT_BENCH_FILE")
-	if file == "" {
-		b.Skip("MEMSTAT_BENCH_FILE is not set: it names the snapshot to replay")
-	}
-	s, err := snapshot.Load(file)
-	if err != nil {
-		b.Fatal(err)
-	}
+	s := benchSnapshot(b)
 	fr, err := New(s, Options{KeepStart: true})
 	if err != nil {
 		b.Fatal(err)
@@ -88,4 +74,19 @@ func BenchmarkWhatIf(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(cpuTime()-start)/float64(b.N), "cpu-ns/op")
+}
+
+// benchSnapshot is the snapshot MEMSTAT_BENCH_FILE names, decoded once
+// outside the timing (the benchmark is skipped without one).
+func benchSnapshot(b *testing.B) *snapshot.Snapshot {
+	b.Helper()
+	file := os.Getenv("MEMSTAT_BENCH_FILE")
+	if file == "" {
+		b.Skip("MEMSTAT_BENCH_FILE is not set: it names the snapshot to replay")
+	}
+	s, err := snapshot.Load(file)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return s
 }
