@@ -96,6 +96,40 @@ func (a *Allocator) AllocatedAt(addr uint64) (BlockInfo, bool) {
 	return BlockInfo{}, false
 }
 
+// Hold says what a block starting at an address is to its owner:
+// handed out, freed and waiting for its stream events, or neither.
+type Hold uint8
+
+const (
+	// HoldNone: no handed-out or pending block starts at the address.
+	HoldNone Hold = iota
+	// HoldAllocated: Allocated(addr).
+	HoldAllocated
+	// HoldPending: PendingFree(addr).
+	HoldPending
+)
+
+// HoldAt answers Allocated and PendingFree at once (a block is in at most
+// one of the two tables). As Locate, an address no region holds is
+// answered from the regions alone: a follow replay asks at every free
+// entry, and a trace that disagrees with its snapshot (the generated
+// benchmark files) frees addresses outside every segment at most of them,
+// where each table's miss read a slot and the blocks of its probe run,
+// cache misses each. Every handed-out or pending block lies in a region
+// (CheckInvariants), so the answer is the tables'.
+func (a *Allocator) HoldAt(addr uint64) Hold {
+	if a.regions.find(addr) == nil {
+		return HoldNone
+	}
+	if a.pending.get(addr) != nil {
+		return HoldPending
+	}
+	if a.allocated.get(addr) != nil {
+		return HoldAllocated
+	}
+	return HoldNone
+}
+
 // ReserveAllocated sizes the table of handed-out blocks for n of them, for
 // a caller about to allocate that many at once (a what-if replay's
 // starting state): the table is the size n allocations would grow it to,

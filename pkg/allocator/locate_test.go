@@ -12,6 +12,7 @@ import (
 
 // TestLocateAndAllocatedAtAgreeWithBlockAt checks Locate and AllocatedAt,
 // which look at the regions before the address table, against BlockAt
+// (and HoldAt against PendingFree and Allocated)
 // along the random workloads: at every block's start, inside it, at its
 // last byte, and around every segment (below its base, at its end, far
 // outside), after every few operations.
@@ -53,6 +54,16 @@ func TestLocateAndAllocatedAtAgreeWithBlockAt(t *testing.T) {
 				got, gok := a.AllocatedAt(p)
 				if gok != want || want && got != b {
 					t.Fatalf("%s, op %d (%s): AllocatedAt(%#x) = %+v, %v; BlockAt: %+v, %v", name, i, op, p, got, gok, b, ok)
+				}
+				hold := allocator.HoldNone
+				switch {
+				case a.PendingFree(p):
+					hold = allocator.HoldPending
+				case a.Allocated(p):
+					hold = allocator.HoldAllocated
+				}
+				if h := a.HoldAt(p); h != hold {
+					t.Fatalf("%s, op %d (%s): HoldAt(%#x) = %d; PendingFree, Allocated: %v, %v", name, i, op, p, h, a.PendingFree(p), a.Allocated(p))
 				}
 				checked++
 			}

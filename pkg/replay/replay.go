@@ -1434,20 +1434,26 @@ func (r *Replay) stepFollow() {
 		}
 		r.a.EndRoute()
 	case snapshot.ActionFreeRequested:
-		if r.a.Allocated(e.Addr) {
+		// HoldAt: a free of an address outside every segment (a trace
+		// that disagrees with its snapshot) costs no table miss.
+		if r.a.HoldAt(e.Addr) == allocator.HoldAllocated {
 			r.a.FreeDeferred(e.Addr, e.Stack)
 		} else {
 			r.unapplied(i, "nothing is allocated at that address")
 		}
 		r.finish(i, i)
 	case snapshot.ActionFreeCompleted, snapshot.ActionFree:
-		if r.syncedByCall(i) {
+		// The block's hold is looked up once: syncedByCall changes the
+		// state only where it succeeds (a guessed reservation it moves
+		// is empty, so it holds no handed-out block).
+		hold := r.a.HoldAt(e.Addr)
+		if hold == allocator.HoldPending && r.syncedByCall(i) {
 			return
 		}
-		switch {
-		case r.a.PendingFree(e.Addr):
+		switch hold {
+		case allocator.HoldPending:
 			r.a.CompletePendingFree(e.Addr, e.Stack)
-		case r.a.Allocated(e.Addr):
+		case allocator.HoldAllocated:
 			// Its free_requested was not recorded.
 			r.a.Free(e.Addr, e.Stack)
 		default:
@@ -1697,11 +1703,9 @@ func (r *Replay) tryCall(i, j int) (bool, []snapshot.TraceEntry, error) {
 // for events) before it releases cached segments and retries, and the
 // blocks freed that way are not used by the retry. It tries that reading
 // only where a fallback is possible at all: a release or an oom follows,
-// or a new segment under a finite capacity.
+// or a new segment under a finite capacity. The caller has found entry
+// i's block pending.
 func (r *Replay) syncedByCall(i int) bool {
-	if !r.a.PendingFree(r.tw.at(i).Addr) {
-		return false
-	}
 	k := i
 	for k < r.tw.n && r.tw.at(k).Action == snapshot.ActionFreeCompleted {
 		k++
@@ -1873,10 +1877,10 @@ func (r *Replay) force(i, j int, what func() string) {
 			// A fallback's synchronization completed this free inside
 			// the call; the segment_free after it may release its
 			// segment, so it is applied in its place.
-			switch {
-			case a.PendingFree(e.Addr):
+			switch a.HoldAt(e.Addr) {
+			case allocator.HoldPending:
 				err = a.CompletePendingFree(e.Addr, e.Stack)
-			case a.Allocated(e.Addr):
+			case allocator.HoldAllocated:
 				err = a.Free(e.Addr, e.Stack)
 			default:
 				err = errors.New("nothing is allocated at that address")
