@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	"github.com/memstat/memstat/pkg/allocator"
-	"github.com/memstat/memstat/pkg/snapshot"
 )
 
 // Bound is what the recording tells about a memory_stats figure it does
@@ -197,53 +196,8 @@ func poolBounds(p *PoolFigures, namesPools bool, unseen string, peakReserved, pe
 // The program's calls are the entries it makes directly: alloc, oom,
 // free_requested and snapshot; free_completed and the segment events may
 // come from inside an allocator call.
-func traceBounds(trace *snapshot.Trace, v allocator.Version, poolReason string) map[string]Bound {
-	expandable := trace.Count(snapshot.ActionSegmentMap) > 0
-	var ooms, ambiguous, sureEmpty int64
-	released, grew, synced := false, false, false
-	endGap := func(call snapshot.Action) {
-		switch {
-		case call == snapshot.ActionOOM:
-			ooms++
-		case (released && grew || synced) && call == snapshot.ActionAlloc:
-			ambiguous++
-			if released && !grew {
-				// A retry served by the synchronized frees: one
-				// release_cached_blocks, whichever it was.
-				sureEmpty++
-			}
-		case released && !grew:
-			sureEmpty++
-		}
-		released, grew, synced = false, false, false
-	}
-	var prev snapshot.TraceEntry
-	for i, e := range trace.All() {
-		switch e.Action {
-		case snapshot.ActionSegmentFree, snapshot.ActionSegmentUnmap:
-			released = true
-		case snapshot.ActionSegmentAlloc, snapshot.ActionSegmentMap:
-			if released {
-				grew = true
-			}
-		case snapshot.ActionFreeCompleted:
-			// A free completed apart from its free_requested waited
-			// for an event: the program synchronized, or the retry's
-			// release_cached_blocks did. With expandable segments the
-			// blocks it frees can serve the retry without a release
-			// (they lie next to unmapped space, or suffice alone); a
-			// cudaMalloc'd retry needs released memory.
-			if expandable && !(i > 0 && prev.Action == snapshot.ActionFreeRequested && prev.Addr == e.Addr) {
-				synced = true
-			}
-		case snapshot.ActionAlloc, snapshot.ActionOOM, snapshot.ActionFreeRequested, snapshot.ActionSnapshot:
-			endGap(e.Action)
-		}
-		prev = e
-	}
-	if released && !grew {
-		sureEmpty++
-	}
+func traceBounds(t *traceTally, v allocator.Version, poolReason string) map[string]Bound {
+	ooms, ambiguous, sureEmpty := t.ooms, t.ambiguous, t.sureEmpty
 	out := map[string]Bound{}
 	maxRetries := ooms + ambiguous
 	sureRetries, retries, syncs := ooms, reasonRetries, reasonSyncs
@@ -353,8 +307,9 @@ func BoundKeys(bounds map[string]Bound) []string {
 //   - nothing caps them: Max is nil.
 //
 // start and end are the replay's memory_stats at the start of the trace
-// (after the rebuilt starting state was seeded) and at its end.
-func unappliedBounds(trace *snapshot.Trace, cfg allocator.Config, anyRounding bool, unapplied int, start, end []allocator.KeyValue, pools *PoolFigures) map[string]Bound {
+// (after the rebuilt starting state was seeded) and at its end; t holds
+// the sums of the recorded allocations (tallyTrace).
+func unappliedBounds(t *traceTally, unapplied int, start, end []allocator.KeyValue, pools *PoolFigures) map[string]Bound {
 	reason := fmt.Sprintf("%s of the trace could not be applied to the replayed state (`memstat replay` lists them), so the figures built on the state between the start and the end are known only within bounds; the current figures are the final segments'",
 		plural(unapplied, "recorded entry", "recorded entries"))
 	startOf := make(map[string]int64, len(start))
@@ -367,27 +322,7 @@ func unappliedBounds(trace *snapshot.Trace, cfg allocator.Config, anyRounding bo
 	}
 	// What the recorded allocations add to the allocated totals, by pool
 	// (all, large, small): their count, rounded and requested bytes.
-	var count, rounded, requested [3]int64
-	for _, e := range trace.All() {
-		if e.Action != snapshot.ActionAlloc {
-			continue
-		}
-		r := cfg.RoundSize(e.Size)
-		if anyRounding {
-			// Settings changed at runtime: the smallest rounding
-			// any roundup_power2_divisions gives.
-			r, _ = roundRange(e.Size, cfg.Version)
-		}
-		pool := 1
-		if r <= allocator.SmallSize {
-			pool = 2
-		}
-		for _, p := range [2]int{0, pool} {
-			count[p]++
-			rounded[p] += r
-			requested[p] += e.Size
-		}
-	}
+	count, rounded, requested := t.count, t.rounded, t.requested
 	added := map[string]int64{}
 	for p, pool := range []string{"all", "large_pool", "small_pool"} {
 		added["allocation."+pool], added["active."+pool] = count[p], count[p]

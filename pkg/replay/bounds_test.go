@@ -38,7 +38,7 @@ func TestTraceBounds(t *testing.T) {
 		// Releases at the end of the trace: empty_cache().
 		e(freeReq), e(segFree),
 	}
-	b := traceBounds(snapshot.TraceOf(trace...), allocator.V2_9, "")
+	b := traceBounds(tallyTrace(snapshot.TraceOf(trace...), allocator.DefaultConfig(allocator.V2_9), false), allocator.V2_9, "")
 	retries, syncs := b["num_alloc_retries"], b["num_sync_all_streams"]
 	if retries.Min != 1 || retries.Max == nil || *retries.Max != 2 {
 		t.Errorf("num_alloc_retries %s, want 1-2", retries)
@@ -46,12 +46,12 @@ func TestTraceBounds(t *testing.T) {
 	if syncs.Min != 3 || syncs.Max != nil {
 		t.Errorf("num_sync_all_streams %s, want >= 3", syncs)
 	}
-	if _, ok := traceBounds(snapshot.TraceOf(trace...), allocator.V2_2, "")["num_sync_all_streams"]; ok {
+	if _, ok := traceBounds(tallyTrace(snapshot.TraceOf(trace...), allocator.DefaultConfig(allocator.V2_2), false), allocator.V2_2, "")["num_sync_all_streams"]; ok {
 		t.Error("2.2 has no num_sync_all_streams, yet it has a bound")
 	}
 	// Without ambiguity the retries are exact and stay in memory_stats
 	// with the recording's value.
-	exact := traceBounds(snapshot.TraceOf(e(segNew), e(alloc), e(oom)), allocator.V2_9, "")
+	exact := traceBounds(tallyTrace(snapshot.TraceOf(e(segNew), e(alloc), e(oom)), allocator.DefaultConfig(allocator.V2_9), false), allocator.V2_9, "")
 	stats := applyBounds([]allocator.KeyValue{{Key: "num_alloc_retries", Value: 7}, {Key: "num_sync_all_streams", Value: 1}}, exact)
 	if len(stats) != 1 || stats[0] != (allocator.KeyValue{Key: "num_alloc_retries", Value: 1}) {
 		t.Errorf("exact bound: stats %v", stats)
@@ -62,7 +62,7 @@ func TestTraceBounds(t *testing.T) {
 	// Where the recording allows a private pool, an oom may have come
 	// during a capture (no retry, no synchronize): it counts only at the
 	// upper end, and the reason says why.
-	capt := traceBounds(snapshot.TraceOf(e(segNew), e(alloc), e(oom)), allocator.V2_8, reasonCaptureOOM)
+	capt := traceBounds(tallyTrace(snapshot.TraceOf(e(segNew), e(alloc), e(oom)), allocator.DefaultConfig(allocator.V2_8), false), allocator.V2_8, reasonCaptureOOM)
 	if r := capt["num_alloc_retries"]; r.Min != 0 || r.Max == nil || *r.Max != 1 || !strings.Contains(r.Reason, "capture") {
 		t.Errorf("an oom that may have come during a capture: num_alloc_retries %s (%s), want 0-1", r, r.Reason)
 	}

@@ -275,6 +275,11 @@ type Replay struct {
 	liveRead      int
 	liveReady     int
 	liveErr       error
+
+	// tally: what the bounds read from the whole trace (tally.go);
+	// tallyAhead delivers it from the goroutine Run started.
+	tally      *traceTally
+	tallyAhead chan tallyOutcome
 }
 
 // New prepares the replay of device o.Device of s: it picks the
@@ -1094,6 +1099,7 @@ func (r *Replay) RunTo(i int) error {
 
 // Run applies the rest of the trace and returns the result.
 func (r *Replay) Run() (*Result, error) {
+	r.startTally()
 	if err := r.RunTo(r.tw.n); err != nil {
 		return nil, err
 	}
@@ -1162,7 +1168,7 @@ func (r *Replay) Result() *Result {
 		if r.tw.n == 0 {
 			r.res.Bounds = noTraceBounds(int64(r.a.NumSegments()), r.cfg.Version)
 		} else {
-			r.res.Bounds = traceBounds(r.trace, r.cfg.Version, r.captureReason())
+			r.res.Bounds = traceBounds(r.tallied(), r.cfg.Version, r.captureReason())
 			if r.toggled || r.splitsUnknown {
 				runtime = r.runtimeBounds(r.preBlocks)
 				maps.Copy(r.res.Bounds, runtime)
@@ -1192,7 +1198,7 @@ func (r *Replay) Result() *Result {
 		if r.tw.n > 0 && r.res.Fidelity.Unapplied > 0 {
 			// Last: its bounds hold whatever the state did in between,
 			// where the others' may lean on the replayed state.
-			unapplied = unappliedBounds(r.trace, r.cfg, r.splitsUnknown, r.res.Fidelity.Unapplied, r.startStats, r.res.MemoryStats, &r.res.Pools)
+			unapplied = unappliedBounds(r.tallied(), r.res.Fidelity.Unapplied, r.startStats, r.res.MemoryStats, &r.res.Pools)
 			maps.Copy(r.res.Bounds, unapplied)
 			if r.splitsUnknown {
 				// The block-size and oversize bounds of runtime
