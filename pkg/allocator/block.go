@@ -246,19 +246,23 @@ func (r *region) noteHead(b *block) {
 // sorted slice with binary search is enough.
 type regions []*region
 
-// find returns the region containing addr.
+// find returns the region containing addr. A replay asks at nearly every
+// entry, often for an address no region holds, so the search is written
+// out: it reads one field of each region it passes (a closure per step
+// cost twice as much), and the one region that may hold addr, the last
+// that starts at or below it, is checked once at the end.
 func (rs regions) find(addr uint64) *region {
-	i, _ := slices.BinarySearchFunc(rs, addr, func(r *region, a uint64) int {
-		switch {
-		case r.base > a:
-			return 1
-		case r.end() <= a:
-			return -1
+	lo, hi := 0, len(rs)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if rs[m].base <= addr {
+			lo = m + 1
+		} else {
+			hi = m
 		}
-		return 0
-	})
-	if i < len(rs) && rs[i].base <= addr && addr < rs[i].end() {
-		return rs[i]
+	}
+	if lo > 0 && addr < rs[lo-1].end() {
+		return rs[lo-1]
 	}
 	return nil
 }

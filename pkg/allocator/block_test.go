@@ -57,3 +57,42 @@ func TestCloneStreamUses(t *testing.T) {
 		t.Errorf("clone's first block %s, want active_pending_free", st)
 	}
 }
+
+// TestRegionsFind: find's written-out search answers as a scan of every
+// region would, for addresses below, at, inside, at the last byte of,
+// just past and between regions of random sizes and gaps (including
+// regions that touch), and for none at all.
+func TestRegionsFind(t *testing.T) {
+	var rs regions
+	if rs.find(0x1000) != nil {
+		t.Fatal("an empty list holds an address")
+	}
+	at := uint64(0x200000)
+	for i := range 300 {
+		gap := uint64(i%3) * 0x200 * uint64(i%7)
+		size := int64(0x200 * (1 + i%11))
+		r := &region{base: at + gap, size: size}
+		rs.add(r)
+		at = r.end()
+	}
+	scan := func(addr uint64) *region {
+		for _, r := range rs {
+			if r.base <= addr && addr < r.end() {
+				return r
+			}
+		}
+		return nil
+	}
+	checked := 0
+	for _, r := range rs {
+		for _, addr := range []uint64{r.base - 1, r.base, r.base + 1, r.end() - 1, r.end(), r.end() + 0x100, 0, 1 << 63} {
+			if got, want := rs.find(addr), scan(addr); got != want {
+				t.Fatalf("find(%#x) = %p, a scan finds %p", addr, got, want)
+			}
+			checked++
+		}
+	}
+	if checked < 2000 {
+		t.Fatalf("only %d addresses checked", checked)
+	}
+}
