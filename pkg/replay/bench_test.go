@@ -25,7 +25,8 @@ func cpuTime() time.Duration {
 // BenchmarkFollow replays device 0 of the snapshot MEMSTAT_BENCH_FILE
 // names (skipped without one), as stats does: New (the start state
 // rebuilt and seeded) and Run (the step loop and the result), the file
-// decoded once outside the timing. Profile it with
+// decoded once outside the timing; new-ns/op and run-ns/op are the wall
+// time of each. Profile it with
 //
 //	MEMSTAT_BENCH_FILE=bench/out/torch-100MB.pickle go test -run '^$' \
 //	  -bench Follow -cpuprofile cpu.out ./pkg/replay
@@ -33,16 +34,23 @@ func BenchmarkFollow(b *testing.B) {
 	s := benchSnapshot(b)
 	b.ReportAllocs()
 	start := cpuTime()
+	var inNew, inRun time.Duration
 	for b.Loop() {
+		t0 := time.Now()
 		r, err := New(s, Options{})
 		if err != nil {
 			b.Fatal(err)
 		}
+		t1 := time.Now()
 		if _, err := r.Run(); err != nil {
 			b.Fatal(err)
 		}
+		inNew, inRun = inNew+t1.Sub(t0), inRun+time.Since(t1)
 	}
 	b.ReportMetric(float64(cpuTime()-start)/float64(b.N), "cpu-ns/op")
+	// The wall time of each phase, to tell which one a change moved.
+	b.ReportMetric(float64(inNew)/float64(b.N), "new-ns/op")
+	b.ReportMetric(float64(inRun)/float64(b.N), "run-ns/op")
 }
 
 // BenchmarkWhatIf replays device 0 of MEMSTAT_BENCH_FILE under its own

@@ -220,6 +220,16 @@ func (t *touchScan) scan(tr *snapshot.Trace, shard uint64, segment func(i int, e
 	}
 }
 
+// sortedAddrs returns the addresses of the half's set in increasing
+// order; the set is garbage from here on.
+func (t *touchScan) sortedAddrs() []uint64 {
+	out := make([]uint64, 0, t.set.len())
+	t.set.each(func(addr uint64, _ uint32) { out = append(out, addr) })
+	t.set = addrMap{}
+	slices.Sort(out)
+	return out
+}
+
 // pair notes an allocation's stack, or compares a free's with the stack
 // of the allocation it frees.
 func (t *touchScan) pair(e *snapshot.TraceEntry) {
@@ -279,33 +289,43 @@ func reconstructStart(cfg allocator.Config, tr *snapshot.Trace, streams streamTa
 	// from a pass over the trace split in two by address, each half on
 	// its own core (the lookups of millions of addresses are the bulk of
 	// rebuilding the start); this core's half also follows the segments.
+	// Each half also sorts its own addresses on its core; the halves
+	// are searched side by side, never merged.
 	var shards [2]touchScan
+	var touchedSorted [2][]uint64
 	done := make(chan struct{})
-	go func() { shards[1].scan(tr, 1, nil); close(done) }()
+	go func() {
+		shards[1].scan(tr, 1, nil)
+		touchedSorted[1] = shards[1].sortedAddrs()
+		close(done)
+	}()
 	shards[0].scan(tr, 0, segment)
+	touchedSorted[0] = shards[0].sortedAddrs()
 	<-done
 	pairs := shards[0].pairs + shards[1].pairs
 	st.freeStacksAreAllocStacks = pairs > 0 && shards[0].same+shards[1].same == pairs
 	shards[0].allocStack, shards[1].allocStack = addrMap{}, addrMap{} // garbage from here on
 	freed := append(shards[0].freed, shards[1].freed...)
 	sort.Slice(freed, func(i, j int) bool { return freed[i].e.Addr < freed[j].e.Addr })
-	touchedSorted := make([]uint64, 0, shards[0].set.len()+shards[1].set.len())
-	for k := range shards {
-		shards[k].set.each(func(addr uint64, _ uint32) { touchedSorted = append(touchedSorted, addr) })
-		shards[k].set = addrMap{} // garbage from here on
-	}
-	slices.Sort(touchedSorted)
 	// touched reports whether a block at addr is allocated or freed in
 	// the trace.
 	touched := func(addr uint64) bool {
-		_, ok := slices.BinarySearch(touchedSorted, addr)
-		return ok
+		for _, half := range touchedSorted {
+			if _, ok := slices.BinarySearch(half, addr); ok {
+				return true
+			}
+		}
+		return false
 	}
 	// untouched reports whether no block in [lo, hi) is allocated or freed
 	// in the trace: its layout then is the snapshot's from the start.
 	untouched := func(lo, hi uint64) bool {
-		i, _ := slices.BinarySearch(touchedSorted, lo)
-		return i == len(touchedSorted) || touchedSorted[i] >= hi
+		for _, half := range touchedSorted {
+			if i, _ := slices.BinarySearch(half, lo); i < len(half) && half[i] < hi {
+				return false
+			}
+		}
+		return true
 	}
 	used := make([]bool, len(freed))
 	// inRange returns the first-event frees in [lo, hi) before entry limit.
