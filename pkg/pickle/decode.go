@@ -107,6 +107,11 @@ type Decoder struct {
 	// listKeyBytes and pendingKeyBytes count the key bytes of lists and
 	// pending.
 	listKeyBytes, pendingKeyBytes int64
+
+	// lazy, for a decoder that started past a skim (Skim.Decoder) or
+	// decodes an object before it, decodes the objects the memo holds
+	// before the skim's stop when they are referred to (lazy.go).
+	lazy *lazyState
 }
 
 // budgetStep is how many input bytes the decoder decodes between two
@@ -584,6 +589,11 @@ func (d *Decoder) memoPut(i uint64, v Value) error {
 	if i > uint64(d.memo.len)+maxMemoGap {
 		return d.errf("memo index %d is far past the %d entries stored (malformed pickle)", i, d.memo.len)
 	}
+	if d.lazy != nil && i < d.lazy.l.count {
+		if skip, err := d.lazy.put(d, i); skip || err != nil {
+			return err
+		}
+	}
 	if i < uint64(d.memo.len) && len(d.lists) > 0 {
 		if _, taken := d.memo.get(i); taken {
 			// A reference now means something else: the lists cached
@@ -614,6 +624,12 @@ func (d *Decoder) memoPut(i uint64, v Value) error {
 
 func (d *Decoder) memoGet(i uint64) error {
 	v, ok := d.memo.get(i)
+	if !ok && d.lazy != nil {
+		var err error
+		if v, ok, err = d.lazy.l.resolve(d, i); err != nil {
+			return err
+		}
+	}
 	if !ok {
 		return d.errf("memo index %d was never stored (malformed pickle)", i)
 	}

@@ -66,6 +66,11 @@ func Stream(path string, fn func(*StreamedEntry) error) (*Streamed, error) {
 				return nil, &InputError{File: path, Err: errors.New("is a directory, not a snapshot file")}
 			}
 			size = fi.Size()
+			if fi.Mode().IsRegular() {
+				if out, err, ok := streamLazy(path, f, size, fn); ok {
+					return out, err
+				}
+			}
 		}
 		s, err = readWith(f, size, st)
 	}

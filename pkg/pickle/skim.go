@@ -1,0 +1,473 @@
+package pickle
+
+import (
+	"encoding/binary"
+	"errors"
+	"io"
+	"math"
+)
+
+// Skim is what a skim of a pickle's first part found (see SkimTo): where a
+// given key of the top-level dict is pushed, and for each object the memo
+// stored before it, the bytes that make that object. A decoder can then
+// start at the key (Skim.Decoder) and decode a stored object from its
+// bytes only when a later opcode refers to it: what comes before the key
+// costs a walk over its opcodes, not its decoding.
+type Skim struct {
+	// Stop is the input offset of the opcode that pushes the key.
+	Stop int64
+	// Memo is how many objects the memo holds at Stop.
+	Memo  int
+	proto int
+	// span[i] is the memo's object i: its first byte and one past its
+	// last (0 while the object is still being built at Stop).
+	span spanPages
+	// firsts holds, for the objects whose first byte comes before other
+	// objects stored (a tuple of memoized items), how many objects the
+	// memo held at that byte; for any other object it is its own index.
+	firsts map[int]uint32
+	// stack is the decoder's stack at Stop: a dict where the top-level
+	// dict is, None elsewhere (nothing there is read before the key's
+	// value is complete); marks its open MARKs.
+	dicts []bool
+	marks []int
+}
+
+type skimSpan struct {
+	start, end uint32
+}
+
+// spanPages holds the spans in pages that are never copied as they grow.
+type spanPages struct {
+	pages [][]skimSpan
+	n     int
+}
+
+const spanPageBits = 12
+
+func (p *spanPages) add(s skimSpan) {
+	if p.n>>spanPageBits == len(p.pages) {
+		p.pages = append(p.pages, make([]skimSpan, 1<<spanPageBits))
+	}
+	p.pages[p.n>>spanPageBits][p.n&(1<<spanPageBits-1)] = s
+	p.n++
+}
+
+func (p *spanPages) at(i int) *skimSpan {
+	return &p.pages[i>>spanPageBits][i&(1<<spanPageBits-1)]
+}
+
+// ErrSkim says the skim met a pickle it does not walk: the caller decodes
+// it from the start as usual. It is never a statement about the pickle's
+// validity.
+var ErrSkim = errors.New("not a pickle the skim walks")
+
+// skimSlot is a stack slot of the skim: where its object starts, where
+// it was last complete, the memo count at its start, the memo index
+// it was stored at (-1 none) and its kind.
+type skimSlot struct {
+	start, end, first uint32
+	memo              int32
+	kind              uint8
+}
+
+const (
+	slotOther uint8 = iota
+	slotList
+	slotDict
+	slotGot // pushed by a memo reference: never a target
+)
+
+type skimMark struct {
+	at           int // stack length
+	start, first uint32
+}
+
+// skimChunk is how much input the skim reads at a time.
+const skimChunk = 1 << 20
+
+// SkimTo walks the pickle r from its start without building values until
+// an opcode pushes the string key as a key of the top-level dict (the
+// dict is the stack's first value: SETITEM's [dict, key] or SETITEMS'
+// [dict, MARK, key, value, ..., key]). It walks only what CPython's
+// pickler writes for plain data at protocol 2 and up (PROTO, FRAME, MARK,
+// ints, floats, strings, bytes, None, bools, empty containers, APPEND(S),
+// SETITEM(S), TUPLE*, LIST, DICT, POP, sequential MEMOIZE/BINPUT, memo
+// references) and only objects that no later opcode changes (a memo
+// reference never the target of APPEND or SETITEM): anything else, a key
+// never found, input past 4 GiB or more than maxMemo objects stored, is
+// ErrSkim. A read error is returned as it is.
+func SkimTo(r io.Reader, key string, maxMemo int) (*Skim, error) {
+	s := &skimmer{r: r, buf: make([]byte, 0, skimChunk+64), key: key, maxMemo: maxMemo}
+	return s.run()
+}
+
+type skimmer struct {
+	r       io.Reader
+	buf     []byte
+	pos     int
+	base    int64 // input offset of buf[0]
+	eof     bool
+	key     string
+	maxMemo int
+
+	stack  []skimSlot
+	marks  []skimMark
+	span   spanPages
+	firsts map[int]uint32
+	proto  int
+}
+
+// fill makes n bytes available at pos, false at the end of the input.
+func (s *skimmer) fill(n int) (bool, error) {
+	if len(s.buf)-s.pos >= n {
+		return true, nil
+	}
+	if s.eof {
+		return false, nil
+	}
+	rest := copy(s.buf[:cap(s.buf)], s.buf[s.pos:])
+	s.base += int64(s.pos)
+	s.pos = 0
+	s.buf = s.buf[:rest]
+	if n > cap(s.buf) {
+		return false, ErrSkim
+	}
+	for len(s.buf) < n {
+		k, err := s.r.Read(s.buf[len(s.buf):cap(s.buf)])
+		s.buf = s.buf[:len(s.buf)+k]
+		if err == io.EOF {
+			s.eof = true
+			return len(s.buf) >= n, nil
+		}
+		if err != nil {
+			return false, err
+		}
+	}
+	return true, nil
+}
+
+// skip passes n bytes after pos.
+func (s *skimmer) skip(n uint64) (bool, error) {
+	if avail := uint64(len(s.buf) - s.pos); n <= avail {
+		s.pos += int(n)
+		return true, nil
+	}
+	n -= uint64(len(s.buf) - s.pos)
+	s.base += int64(len(s.buf))
+	s.buf, s.pos = s.buf[:0], 0
+	for n > 0 {
+		if s.eof {
+			return false, nil
+		}
+		k, err := s.r.Read(s.buf[:cap(s.buf)])
+		if err == io.EOF {
+			s.eof = true
+		} else if err != nil {
+			return false, err
+		}
+		if uint64(k) > n {
+			s.buf = s.buf[:k]
+			s.pos = int(n)
+			return true, nil
+		}
+		s.base += int64(k)
+		n -= uint64(k)
+	}
+	return true, nil
+}
+
+// pop removes the top n slots (above the last mark), ending their memo
+// spans.
+func (s *skimmer) pop(n int) bool {
+	base := 0
+	if len(s.marks) > 0 {
+		base = s.marks[len(s.marks)-1].at
+	}
+	if len(s.stack)-n < base {
+		return false
+	}
+	for _, sl := range s.stack[len(s.stack)-n:] {
+		if sl.memo >= 0 {
+			s.span.at(int(sl.memo)).end = sl.end
+		}
+	}
+	s.stack = s.stack[:len(s.stack)-n]
+	return true
+}
+
+// popMark removes the slots above the last mark and the mark.
+func (s *skimmer) popMark() (skimMark, bool) {
+	if len(s.marks) == 0 {
+		return skimMark{}, false
+	}
+	m := s.marks[len(s.marks)-1]
+	s.pop(len(s.stack) - m.at)
+	s.marks = s.marks[:len(s.marks)-1]
+	return m, true
+}
+
+// target reports whether the top slot is an open container of kind k.
+func (s *skimmer) target(k uint8) bool {
+	base := 0
+	if len(s.marks) > 0 {
+		base = s.marks[len(s.marks)-1].at
+	}
+	return len(s.stack) > base && s.stack[len(s.stack)-1].kind == k
+}
+
+func (s *skimmer) memoize(end uint32) bool {
+	base := 0
+	if len(s.marks) > 0 {
+		base = s.marks[len(s.marks)-1].at
+	}
+	if len(s.stack) <= base || s.span.n >= s.maxMemo {
+		return false
+	}
+	t := &s.stack[len(s.stack)-1]
+	if t.memo >= 0 || t.kind == slotGot {
+		return false
+	}
+	t.memo = int32(s.span.n)
+	t.end = end
+	if t.first != uint32(s.span.n) {
+		if s.firsts == nil {
+			s.firsts = make(map[int]uint32)
+		}
+		s.firsts[s.span.n] = t.first
+	}
+	s.span.add(skimSpan{start: t.start})
+	return true
+}
+
+// atKey reports whether a string pushed now is a key of the top-level
+// dict.
+func (s *skimmer) atKey() bool {
+	n := len(s.stack)
+	if n == 0 || s.stack[0].kind != slotDict {
+		return false
+	}
+	switch len(s.marks) {
+	case 0:
+		return n == 1
+	case 1:
+		return s.marks[0].at == 1 && (n-1)%2 == 0
+	}
+	return false
+}
+
+func (s *skimmer) run() (*Skim, error) {
+	// buf and pos are s.buf and s.pos, kept in registers; s.pos is
+	// written back before anything that reads it.
+	buf, pos := s.buf, s.pos
+	for {
+		if len(buf)-pos < 16 {
+			s.pos = pos
+			if ok, err := s.fill(16); err != nil {
+				return nil, err
+			} else if !ok {
+				if ok, err = s.fill(1); err != nil || !ok {
+					if err == nil {
+						err = ErrSkim
+					}
+					return nil, err
+				}
+			}
+			buf, pos = s.buf, s.pos
+			if s.base+int64(pos) >= math.MaxUint32-(1<<20) {
+				return nil, ErrSkim
+			}
+			if len(buf)-pos < 16 {
+				// The input's last bytes: pad them so that every
+				// fixed-size argument reads within buf (a real end of
+				// the input ends the walk: no STOP, no key).
+				return nil, ErrSkim
+			}
+		}
+		at := uint32(s.base + int64(pos))
+		op := buf[pos]
+		switch op {
+		case opBinGet:
+			if uint64(buf[pos+1]) >= uint64(s.span.n) {
+				return nil, ErrSkim
+			}
+			s.stack = append(s.stack, skimSlot{start: at, end: at + 2, memo: -1, kind: slotGot})
+			pos += 2
+		case opLongBinGet:
+			if uint64(binary.LittleEndian.Uint32(buf[pos+1:])) >= uint64(s.span.n) {
+				return nil, ErrSkim
+			}
+			s.stack = append(s.stack, skimSlot{start: at, end: at + 5, memo: -1, kind: slotGot})
+			pos += 5
+		case opMemoize:
+			pos++
+			if !s.memoize(at + 1) {
+				return nil, ErrSkim
+			}
+		case opBinPut, opLongBinPut:
+			i := uint64(buf[pos+1])
+			pos += 2
+			if op == opLongBinPut {
+				i = uint64(binary.LittleEndian.Uint32(buf[pos-1:]))
+				pos += 3
+			}
+			if i != uint64(s.span.n) || !s.memoize(uint32(s.base+int64(pos))) {
+				return nil, ErrSkim
+			}
+		case opMark:
+			s.marks = append(s.marks, skimMark{at: len(s.stack), start: at, first: uint32(s.span.n)})
+			pos++
+		case opEmptyDict:
+			s.stack = append(s.stack, skimSlot{start: at, end: at + 1, first: uint32(s.span.n), memo: -1, kind: slotDict})
+			pos++
+		case opEmptyList:
+			s.stack = append(s.stack, skimSlot{start: at, end: at + 1, first: uint32(s.span.n), memo: -1, kind: slotList})
+			pos++
+		case opNone, opNewTrue, opNewFalse, opEmptyTuple:
+			s.stack = append(s.stack, skimSlot{start: at, end: at + 1, first: uint32(s.span.n), memo: -1})
+			pos++
+		case opBinInt1, opBinInt2, opBinInt, opBinFloat:
+			n := uint32(2)
+			switch op {
+			case opBinInt2:
+				n = 3
+			case opBinInt:
+				n = 5
+			case opBinFloat:
+				n = 9
+			}
+			s.stack = append(s.stack, skimSlot{start: at, end: at + n, first: uint32(s.span.n), memo: -1})
+			pos += int(n)
+		case opFrame:
+			pos += 9
+		case opAppend, opSetItem:
+			pos++
+			n, k := 1, slotList
+			if op == opSetItem {
+				n, k = 2, slotDict
+			}
+			if !s.pop(n) || !s.target(k) {
+				return nil, ErrSkim
+			}
+			s.stack[len(s.stack)-1].end = at + 1
+		case opAppends, opSetItems:
+			pos++
+			k := slotList
+			if op == opSetItems {
+				k = slotDict
+				if len(s.marks) == 0 || (len(s.stack)-s.marks[len(s.marks)-1].at)%2 != 0 {
+					return nil, ErrSkim
+				}
+			}
+			if _, ok := s.popMark(); !ok || !s.target(k) {
+				return nil, ErrSkim
+			}
+			s.stack[len(s.stack)-1].end = at + 1
+		case opShortBinUnicode, opBinUnicode, opBinUnicode8, opLong1, opLong4,
+			opShortBinBytes, opBinBytes, opBinBytes8, opShortBinString, opBinString:
+			var n uint64
+			w := 1
+			switch op {
+			case opLong4, opBinUnicode, opBinBytes, opBinString:
+				w = 4
+				n = uint64(binary.LittleEndian.Uint32(buf[pos+1:]))
+			case opBinUnicode8, opBinBytes8:
+				w = 8
+				n = binary.LittleEndian.Uint64(buf[pos+1:])
+			default:
+				n = uint64(buf[pos+1])
+			}
+			pos += 1 + w
+			if n == uint64(len(s.key)) && op != opLong1 && op != opLong4 && s.atKey() {
+				isStr := op == opShortBinUnicode || op == opBinUnicode || op == opBinUnicode8
+				s.pos = pos
+				if ok, err := s.fill(int(n)); err != nil {
+					return nil, err
+				} else if ok && isStr && string(s.buf[s.pos:s.pos+int(n)]) == s.key {
+					return s.result(int64(at)), nil
+				}
+				buf, pos = s.buf, s.pos
+			}
+			if n <= uint64(len(buf)-pos) {
+				pos += int(n)
+			} else {
+				s.pos = pos
+				if ok, err := s.skip(n); err != nil || !ok {
+					if err == nil {
+						err = ErrSkim
+					}
+					return nil, err
+				}
+				buf, pos = s.buf, s.pos
+			}
+			end := uint32(s.base + int64(pos))
+			s.stack = append(s.stack, skimSlot{start: at, end: end, first: uint32(s.span.n), memo: -1})
+		case opTuple1, opTuple2, opTuple3:
+			pos++
+			n := int(op-opTuple1) + 1
+			if len(s.stack) < n {
+				return nil, ErrSkim
+			}
+			first := s.stack[len(s.stack)-n]
+			if !s.pop(n) {
+				return nil, ErrSkim
+			}
+			s.stack = append(s.stack, skimSlot{start: first.start, end: at + 1, first: first.first, memo: -1})
+		case opTuple, opList, opDict:
+			pos++
+			m, ok := s.popMark()
+			if !ok {
+				return nil, ErrSkim
+			}
+			kind := slotOther
+			switch op {
+			case opList:
+				kind = slotList
+			case opDict:
+				kind = slotDict
+			}
+			s.stack = append(s.stack, skimSlot{start: m.start, end: at + 1, first: m.first, memo: -1, kind: kind})
+		case opPop:
+			pos++
+			if !s.pop(1) {
+				return nil, ErrSkim
+			}
+		case opProto:
+			if at != 0 || buf[pos+1] < 2 || buf[pos+1] > 5 {
+				return nil, ErrSkim
+			}
+			s.proto = int(buf[pos+1])
+			pos += 2
+		default:
+			// STOP (no key), objects, text opcodes, sets, DUP, POP_MARK,
+			// buffers: decoded from the start.
+			return nil, ErrSkim
+		}
+	}
+}
+
+func (s *skimmer) result(at int64) *Skim {
+	sk := &Skim{Stop: at, Memo: s.span.n, proto: s.proto, span: s.span, firsts: s.firsts}
+	for _, sl := range s.stack {
+		sk.dicts = append(sk.dicts, sl.kind == slotDict)
+	}
+	for _, m := range s.marks {
+		sk.marks = append(sk.marks, m.at)
+	}
+	// What is still on the stack is being built: a reference to it is
+	// decoded with everything before the key (see lazyMemo.all).
+	for _, sl := range s.stack {
+		if sl.memo >= 0 {
+			s.span.at(int(sl.memo)).end = 0
+		}
+	}
+	return sk
+}
+
+// first returns how many objects the memo held at object i's first byte.
+func (sk *Skim) first(i int) uint32 {
+	if f, ok := sk.firsts[i]; ok {
+		return f
+	}
+	return uint32(i)
+}
