@@ -103,7 +103,10 @@ func (d *Decoder) FinishSkim(top Value) (Value, error) {
 		return None, ErrSkim
 	}
 	l := d.lazy.l
+	// The spans and the cached input are not read again.
+	l.windows, l.order = nil, nil
 	if !l.doneAll {
+		l.sk.span = spanPages{}
 		if err := l.all(d); err != nil {
 			return None, err
 		}
@@ -257,7 +260,7 @@ func (l *lazyMemo) done(d, sub *Decoder) {
 // when one holds it.
 func (l *lazyMemo) read(start, end int64) ([]byte, error) {
 	w := start / lazyWindow * lazyWindow
-	if end > w+lazyWindow {
+	if end > w+lazyWindow || l.windows == nil {
 		data := make([]byte, end-start)
 		if _, err := l.src.ReadAt(data, start); err != nil {
 			return nil, err
