@@ -517,7 +517,7 @@ func (a *Allocator) allocBlock(p *allocParams, isRetry bool, ctx snapshot.StackI
 	if !a.dev.fits(size) {
 		return false, nil
 	}
-	addr, _, err := a.dev.placeAt(SegmentRequest{Size: size, Stream: p.stream, Pool: p.pool.kind()}, a.regions)
+	addr, _, err := a.dev.placeAt(SegmentRequest{Size: size, Stream: p.stream, Pool: p.pool.kind()}, &a.regions)
 	if err != nil {
 		return false, err
 	}

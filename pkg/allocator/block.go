@@ -241,91 +241,103 @@ func (r *region) noteHead(b *block) {
 	}
 }
 
-// regions keeps every live region sorted by base address. Regions are
-// created and released far less often than blocks are allocated, so a
-// sorted slice with binary search is enough.
-type regions []*region
+// regions keeps every live region sorted by base address, each one's
+// range beside it in one array (bounds): find, which a replay calls at
+// nearly every entry (often for an address no region holds), then
+// binary-searches contiguous memory instead of reading a region struct
+// at each step, cache misses on a state of thousands of segments.
+// Regions are created and released far less often than blocks are
+// allocated, so sorted slices with binary search are enough. A region's
+// range changes only while it is out of the list (remove, then add).
+type regions struct {
+	list   []*region
+	bounds []regionBounds // bounds[i] is list[i]'s range
+}
 
-// find returns the region containing addr. A replay asks at nearly every
-// entry, often for an address no region holds, so the search is written
-// out: it reads one field of each region it passes (a closure per step
-// cost twice as much), and the one region that may hold addr, the last
-// that starts at or below it, is checked once at the end.
-func (rs regions) find(addr uint64) *region {
-	lo, hi := 0, len(rs)
+type regionBounds struct{ base, end uint64 }
+
+// find returns the region containing addr: the last one that starts at or
+// below it, if it ends above it.
+func (rs *regions) find(addr uint64) *region {
+	b := rs.bounds
+	lo, hi := 0, len(b)
 	for lo < hi {
 		m := int(uint(lo+hi) >> 1)
-		if rs[m].base <= addr {
+		if b[m].base <= addr {
 			lo = m + 1
 		} else {
 			hi = m
 		}
 	}
-	if lo > 0 && addr < rs[lo-1].end() {
-		return rs[lo-1]
+	if lo > 0 && addr < b[lo-1].end {
+		return rs.list[lo-1]
 	}
 	return nil
 }
 
+// firstEndingAbove returns the index of the first region that ends above
+// addr (len when none does).
+func (rs *regions) firstEndingAbove(addr uint64) int {
+	b := rs.bounds
+	lo, hi := 0, len(b)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if b[m].end <= addr {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return lo
+}
+
 // overlapping returns the lowest region intersecting [addr, addr+size), or
 // nil.
-func (rs regions) overlapping(addr uint64, size int64) *region {
-	i, _ := slices.BinarySearchFunc(rs, addr, func(r *region, a uint64) int {
-		if r.end() <= a {
-			return -1
-		}
-		return 1
-	})
-	if i < len(rs) && rs[i].base < addr+uint64(size) {
-		return rs[i]
+func (rs *regions) overlapping(addr uint64, size int64) *region {
+	if i := rs.firstEndingAbove(addr); i < len(rs.list) && rs.bounds[i].base < addr+uint64(size) {
+		return rs.list[i]
 	}
 	return nil
 }
 
 // overlapsOther reports whether a region other than self intersects
 // [addr, addr+size).
-func (rs regions) overlapsOther(addr uint64, size int64, self *region) bool {
-	i, _ := slices.BinarySearchFunc(rs, addr, func(r *region, a uint64) int {
-		if r.end() <= a {
-			return -1
-		}
-		return 1
-	})
-	for ; i < len(rs) && rs[i].base < addr+uint64(size); i++ {
-		if rs[i] != self {
+func (rs *regions) overlapsOther(addr uint64, size int64, self *region) bool {
+	for i := rs.firstEndingAbove(addr); i < len(rs.list) && rs.bounds[i].base < addr+uint64(size); i++ {
+		if rs.list[i] != self {
 			return true
 		}
 	}
 	return false
 }
 
-func (rs *regions) add(r *region) {
-	i, _ := slices.BinarySearchFunc(*rs, r.base, func(x *region, a uint64) int {
-		if x.base < a {
+// index returns the position of the first region whose base is at or
+// above base, and whether it starts at base.
+func (rs *regions) index(base uint64) (int, bool) {
+	return slices.BinarySearchFunc(rs.bounds, base, func(x regionBounds, a uint64) int {
+		switch {
+		case x.base < a:
 			return -1
-		}
-		if x.base > a {
+		case x.base > a:
 			return 1
 		}
 		return 0
 	})
-	*rs = slices.Insert(*rs, i, r)
+}
+
+func (rs *regions) add(r *region) {
+	i, _ := rs.index(r.base)
+	rs.list = slices.Insert(rs.list, i, r)
+	rs.bounds = slices.Insert(rs.bounds, i, regionBounds{r.base, r.end()})
 }
 
 func (rs *regions) remove(r *region) {
-	i, found := slices.BinarySearchFunc(*rs, r.base, func(x *region, a uint64) int {
-		if x.base < a {
-			return -1
-		}
-		if x.base > a {
-			return 1
-		}
-		return 0
-	})
-	if !found || (*rs)[i] != r {
+	i, found := rs.index(r.base)
+	if !found || rs.list[i] != r {
 		panic("allocator: releasing an unknown region")
 	}
-	*rs = slices.Delete(*rs, i, i+1)
+	rs.list = slices.Delete(rs.list, i, i+1)
+	rs.bounds = slices.Delete(rs.bounds, i, i+1)
 }
 
 // blockAt returns the block of r that contains addr.

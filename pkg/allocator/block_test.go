@@ -58,7 +58,7 @@ func TestCloneStreamUses(t *testing.T) {
 	}
 }
 
-// TestRegionsFind: find's written-out search answers as a scan of every
+// TestRegionsFind: find's search of the bounds array answers as a scan of every
 // region would, for addresses below, at, inside, at the last byte of,
 // just past and between regions of random sizes and gaps (including
 // regions that touch), and for none at all.
@@ -76,22 +76,47 @@ func TestRegionsFind(t *testing.T) {
 		at = r.end()
 	}
 	scan := func(addr uint64) *region {
-		for _, r := range rs {
+		for _, r := range rs.list {
 			if r.base <= addr && addr < r.end() {
 				return r
 			}
 		}
 		return nil
 	}
-	checked := 0
-	for _, r := range rs {
-		for _, addr := range []uint64{r.base - 1, r.base, r.base + 1, r.end() - 1, r.end(), r.end() + 0x100, 0, 1 << 63} {
-			if got, want := rs.find(addr), scan(addr); got != want {
-				t.Fatalf("find(%#x) = %p, a scan finds %p", addr, got, want)
+	overlapScan := func(addr uint64, size int64) *region {
+		for _, r := range rs.list {
+			if r.base < addr+uint64(size) && addr < r.end() {
+				return r
 			}
-			checked++
+		}
+		return nil
+	}
+	checked := 0
+	check := func() {
+		for _, r := range rs.list {
+			for _, addr := range []uint64{r.base - 1, r.base, r.base + 1, r.end() - 1, r.end(), r.end() + 0x100, 0, 1 << 63} {
+				if got, want := rs.find(addr), scan(addr); got != want {
+					t.Fatalf("find(%#x) = %p, a scan finds %p", addr, got, want)
+				}
+				if got, want := rs.overlapping(addr, 0x400), overlapScan(addr, 0x400); got != want {
+					t.Fatalf("overlapping(%#x, 0x400) = %p, a scan finds %p", addr, got, want)
+				}
+				checked++
+			}
 		}
 	}
+	check()
+	// Removed and moved regions leave the bounds in step.
+	for i := len(rs.list) - 1; i >= 0; i -= 3 {
+		r := rs.list[i]
+		rs.remove(r)
+		if i%2 == 0 && r.size >= 0x400 {
+			// Within the range it left: still apart from the others.
+			r.base, r.size = r.base+0x100, r.size-0x200
+			rs.add(r)
+		}
+	}
+	check()
 	if checked < 2000 {
 		t.Fatalf("only %d addresses checked", checked)
 	}

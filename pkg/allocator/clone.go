@@ -56,9 +56,9 @@ func (a *Allocator) Clone() *Allocator {
 	// bytes a block for the whole life of the allocator; a map from old to
 	// new blocks cost more than the copy itself on large states; a binary
 	// search in the region's copies made Clone 30% slower.)
-	c.regions = make(regions, len(a.regions))
+	c.regions = regions{list: make([]*region, len(a.regions.list)), bounds: slices.Clone(a.regions.bounds)}
 	copyOf := func(b *block) *block { return b.prev }
-	for i, r := range a.regions {
+	for i, r := range a.regions.list {
 		nr := new(region)
 		*nr = *r
 		nr.pool = pools(r.pool)
@@ -89,7 +89,7 @@ func (a *Allocator) Clone() *Allocator {
 			prev = nb
 			b.prev = nb
 		}
-		c.regions[i] = nr
+		c.regions.list[i] = nr
 	}
 	c.small.blocks = a.small.blocks.cloneWith(copyOf)
 	c.small.unmapped = a.small.unmapped.cloneWith(copyOf)
@@ -122,7 +122,7 @@ func (a *Allocator) Clone() *Allocator {
 	// The kept segments are never changed, only appended to (after a
 	// Clip): sharing them is safe.
 	c.outside.segs = slices.Clip(a.outside.segs)
-	for _, r := range a.regions {
+	for _, r := range a.regions.list {
 		var prev *block
 		for b := r.head; b != nil; b = b.next {
 			b.prev = prev

@@ -105,7 +105,7 @@ func ReservationSize(totalMemory, page int64) int64 {
 // placeAt returns the address for a new range, from the driver's policy if
 // it has one for this request (dictated), else from the bump allocator. The
 // address must be 512-aligned and must not overlap a live range.
-func (d *Device) placeAt(req SegmentRequest, live regions) (addr uint64, dictated bool, err error) {
+func (d *Device) placeAt(req SegmentRequest, live *regions) (addr uint64, dictated bool, err error) {
 	if d.place != nil {
 		if addr, ok := d.place(req); ok {
 			if addr%MinBlockSize != 0 || addr == 0 {
@@ -119,11 +119,11 @@ func (d *Device) placeAt(req SegmentRequest, live regions) (addr uint64, dictate
 	}
 	const align = SmallBuffer
 	next := d.next
-	if n := len(live); n > 0 {
+	if n := len(live.list); n > 0 {
 		// Above every live range: the driver hands out rising addresses,
 		// and in a replay the live ranges were placed where the
 		// recording put them, not by this allocator.
-		next = max(next, live[n-1].end())
+		next = max(next, live.bounds[n-1].end)
 	}
 	addr = (next + align - 1) / align * align
 	for r := live.overlapping(addr, req.Size); r != nil; r = live.overlapping(addr, req.Size) {

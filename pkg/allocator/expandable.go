@@ -83,7 +83,7 @@ func (a *Allocator) createReservation(addr uint64, stream int64, pool *blockPool
 	guessed := false
 	if !dictated {
 		var err error
-		addr, dictated, err = a.dev.placeAt(SegmentRequest{Size: size, Stream: stream, Pool: pool.kind(), Expandable: true}, a.regions)
+		addr, dictated, err = a.dev.placeAt(SegmentRequest{Size: size, Stream: stream, Pool: pool.kind(), Expandable: true}, &a.regions)
 		if err != nil {
 			return nil, err
 		}

@@ -294,7 +294,7 @@ func (a *Allocator) PlaceGuessedReservation(base uint64, stream int64, small boo
 	if base == 0 || base%MinBlockSize != 0 {
 		return false
 	}
-	for _, r := range a.regions {
+	for _, r := range a.regions.list {
 		if !r.guessedBase || r.mappedBytes != 0 || r.stream != stream || r.pool.small != small {
 			continue
 		}
@@ -712,15 +712,15 @@ func (a *Allocator) LivePrivatePools() []snapshot.PoolID {
 // NumRegions is the number of simulated regions, in address order; with
 // RegionBase and EachSegmentOfRegions it lets a driver walk the state in
 // parts at once (comparing a state of a million blocks on two cores).
-func (a *Allocator) NumRegions() int { return len(a.regions) }
+func (a *Allocator) NumRegions() int { return len(a.regions.list) }
 
 // RegionBase is the first address of region i.
-func (a *Allocator) RegionBase(i int) uint64 { return a.regions[i].base }
+func (a *Allocator) RegionBase(i int) uint64 { return a.regions.list[i].base }
 
 // EachSegmentOfRegions is EachSegment over regions from..to-1. It only
 // reads the allocator: calls on disjoint ranges may run at once.
 func (a *Allocator) EachSegmentOfRegions(from, to int, buf []snapshot.Block, fn func(seg *snapshot.Segment)) {
-	a.eachSegmentOf(a.regions[from:to], buf, fn)
+	a.eachSegmentOf(a.regions.list[from:to], buf, fn)
 }
 
 // ResizeAllocated changes the size of the allocated (or pending-free)

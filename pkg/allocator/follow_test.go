@@ -313,7 +313,9 @@ func TestResizeAllocated(t *testing.T) {
 func TestOverlapsOther(t *testing.T) {
 	self := &region{base: 0x1000000, size: 0x2000000}
 	above := &region{base: 0x2800000, size: 0x2000000}
-	rs := regions{self, above}
+	var rs regions
+	rs.add(self)
+	rs.add(above)
 	if !rs.overlapsOther(0x0c00000, 0x2000000, self) {
 		t.Error("a move from 0x1000000 to 0xc00000 (+0x2000000) overlaps the region at 0x2800000")
 	}

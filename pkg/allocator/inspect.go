@@ -159,8 +159,8 @@ type Region struct {
 
 // Regions lists every live region in address order.
 func (a *Allocator) Regions() []Region {
-	out := make([]Region, 0, len(a.regions))
-	for _, r := range a.regions {
+	out := make([]Region, 0, len(a.regions.list))
+	for _, r := range a.regions.list {
 		mapped := r.size
 		if r.expandable {
 			mapped = r.mappedBytes
@@ -177,7 +177,7 @@ func (a *Allocator) Regions() []Region {
 // order, each from its first block), including unmapped ones, until fn
 // returns false.
 func (a *Allocator) Blocks(fn func(BlockInfo) bool) {
-	for _, r := range a.regions {
+	for _, r := range a.regions.list {
 		for b := r.head; b != nil; b = b.next {
 			if !fn(a.blockInfo(b)) {
 				return
@@ -202,9 +202,15 @@ func (a *Allocator) CheckInvariants() error {
 	freeMapped := map[*block]bool{}
 	unmapped := map[*block]bool{}
 	allocated := 0
-	for i, r := range a.regions {
-		if i > 0 && a.regions[i-1].end() > r.base {
-			return fmt.Errorf("regions %#x and %#x overlap", a.regions[i-1].base, r.base)
+	if len(a.regions.bounds) != len(a.regions.list) {
+		return fmt.Errorf("%d regions, %d ranges in the list's bounds", len(a.regions.list), len(a.regions.bounds))
+	}
+	for i, r := range a.regions.list {
+		if i > 0 && a.regions.list[i-1].end() > r.base {
+			return fmt.Errorf("regions %#x and %#x overlap", a.regions.list[i-1].base, r.base)
+		}
+		if a.regions.bounds[i] != (regionBounds{r.base, r.end()}) {
+			return fmt.Errorf("region %#x: its range in the list's bounds is not its own", r.base)
 		}
 		if r.head == nil || r.head.prev != nil || r.head.addr != r.base {
 			return fmt.Errorf("region %#x: bad head", r.base)
@@ -417,7 +423,7 @@ func (a *Allocator) checkPools() error {
 	if a.privateReserved.Current != res || a.privateAllocated.Current != alloc {
 		return fmt.Errorf("private pools: reserved %d allocated %d, recount %d and %d", a.privateReserved.Current, a.privateAllocated.Current, res, alloc)
 	}
-	for _, r := range a.regions {
+	for _, r := range a.regions.list {
 		if o := r.pool.owner; o != nil && a.poolByID(o.id) != o {
 			return fmt.Errorf("segment %#x: its pool (%d, %d) is gone", r.base, o.id[0], o.id[1])
 		}

@@ -345,7 +345,7 @@ func (a *Allocator) PoolUsages() []PoolUsage {
 		out = append(out, PoolUsage{ID: pp.id, Kind: pp.kind, UseCount: pp.useCount, Freeable: pp.freeable,
 			PeakReserved: pp.reserved.Peak, PeakAllocated: pp.allocated.Peak})
 	}
-	for _, r := range a.regions {
+	for _, r := range a.regions.list {
 		u := &out[0]
 		if pp := r.pool.owner; pp != nil {
 			u = &out[index[pp]]
@@ -456,7 +456,7 @@ func (a *Allocator) allCaptured(b *block) bool {
 }
 
 func (a *Allocator) hasRegionsOf(pp *privatePool) bool {
-	for _, r := range a.regions {
+	for _, r := range a.regions.list {
 		if r.pool.owner == pp {
 			return true
 		}

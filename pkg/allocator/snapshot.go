@@ -18,7 +18,7 @@ func (a *Allocator) Segments() []snapshot.Segment {
 	// part, capacity ending with it): a state of a million blocks costs
 	// two allocations, not one growing slice per segment.
 	n := 0
-	for _, r := range a.regions {
+	for _, r := range a.regions.list {
 		for b := r.head; b != nil; b = b.next {
 			if b.mapped {
 				n++
@@ -26,7 +26,7 @@ func (a *Allocator) Segments() []snapshot.Segment {
 		}
 	}
 	all := make([]snapshot.Block, 0, n)
-	out := make([]snapshot.Segment, 0, len(a.regions))
+	out := make([]snapshot.Segment, 0, len(a.regions.list))
 	a.EachSegment(nil, func(seg *snapshot.Segment) {
 		start := len(all)
 		all = append(all, seg.Blocks...)
@@ -52,12 +52,12 @@ func (a *Allocator) Segments() []snapshot.Segment {
 // state of a million blocks with a snapshot this way holds one segment at
 // a time instead of a copy of the whole state.
 func (a *Allocator) EachSegment(buf []snapshot.Block, fn func(seg *snapshot.Segment)) {
-	a.eachSegmentOf(a.regions, buf, fn)
+	a.eachSegmentOf(a.regions.list, buf, fn)
 }
 
 // eachSegmentOf is EachSegment over some of a's regions. It only reads the
 // allocator: calls on disjoint regions may run at once.
-func (a *Allocator) eachSegmentOf(rs regions, buf []snapshot.Block, fn func(seg *snapshot.Segment)) {
+func (a *Allocator) eachSegmentOf(rs []*region, buf []snapshot.Block, fn func(seg *snapshot.Segment)) {
 	var seg snapshot.Segment
 	for _, r := range rs {
 		for b := r.head; b != nil; {
@@ -155,7 +155,7 @@ func (a *Allocator) Snapshot() *snapshot.Snapshot {
 // Snapshot.History (an empty map when no block has one).
 func (a *Allocator) historyChains() map[snapshot.HistoryKey][]snapshot.HistoryItem {
 	m := map[snapshot.HistoryKey][]snapshot.HistoryItem{}
-	for _, r := range a.regions {
+	for _, r := range a.regions.list {
 		for b := r.head; b != nil; b = b.next {
 			if h := b.hist(); b.mapped && len(h) > 0 {
 				m[snapshot.HistoryKey{Device: a.dev.index, Address: b.addr}] = h
@@ -168,7 +168,7 @@ func (a *Allocator) historyChains() map[snapshot.HistoryKey][]snapshot.HistoryIt
 // numSegments is len(a.Segments()) without building them.
 func (a *Allocator) NumSegments() int {
 	n := 0
-	for _, r := range a.regions {
+	for _, r := range a.regions.list {
 		inRange := false
 		for b := r.head; b != nil; b = b.next {
 			if b.mapped && !inRange {
