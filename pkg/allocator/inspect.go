@@ -136,6 +136,11 @@ func (a *Allocator) HoldAt(addr uint64) Hold {
 // without the rehashing of each doubling on the way.
 func (a *Allocator) ReserveAllocated(n int) { a.allocated.reserve(n) }
 
+// ReservePending sizes the table of pending frees for n of them, as
+// ReserveAllocated the handed-out blocks' (a follow replay about to seed
+// a starting state with that many).
+func (a *Allocator) ReservePending(n int) { a.pending.reserve(n) }
+
 // Allocated reports whether addr is the address of a handed-out block.
 func (a *Allocator) Allocated(addr uint64) bool {
 	return a.allocated.get(addr) != nil

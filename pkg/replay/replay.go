@@ -795,6 +795,24 @@ func (r *Replay) seedStart() {
 			failedRes = append(failedRes, fmt.Sprintf("reservation %#x: %v", res.base, err))
 		}
 	}
+	// The simulator's tables of handed-out and pending blocks are sized
+	// for the starting state's at once, not grown through every doubling
+	// (each a rehash of every entry, cache misses each) as its blocks are
+	// seeded: the sizes the doublings would reach where every segment
+	// seeds, so the state and its memory are the same.
+	var allocated, pending int
+	for _, seg := range r.start.segments {
+		for _, b := range seg.Blocks {
+			switch b.State {
+			case snapshot.ActiveAllocated:
+				allocated++
+			case snapshot.ActivePendingFree:
+				pending++
+			}
+		}
+	}
+	r.a.ReserveAllocated(allocated)
+	r.a.ReservePending(pending)
 	var kept []string
 	var keptBytes int64
 	for k, seg := range r.start.segments {
