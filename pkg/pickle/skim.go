@@ -62,25 +62,25 @@ func (p *spanPages) at(i int) *skimSpan {
 // validity.
 var ErrSkim = errors.New("not a pickle the skim walks")
 
-// skimSlot is a stack slot of the skim: where its object starts, where
-// it was last complete, the memo count at its start, the memo index
-// it was stored at (-1 none) and its kind.
+// skimSlot is a stack slot of the skim: where its object starts, and its
+// kind in the low bits of info with, above them, the memo index it was
+// stored at plus one (0: none).
 type skimSlot struct {
-	start, end, first uint32
-	memo              int32
-	kind              uint8
+	start, info uint32
 }
 
 const (
-	slotOther uint8 = iota
+	slotOther uint32 = iota
 	slotList
 	slotDict
-	slotGot // pushed by a memo reference: never a target
+	slotGot      // pushed by a memo reference: never a target
+	slotKindBits = 2
+	slotKinds    = 1<<slotKindBits - 1
 )
 
 type skimMark struct {
-	at           int // stack length
-	start, first uint32
+	at    int // stack length
+	start uint32
 }
 
 // skimChunk is how much input the skim reads at a time.
@@ -98,6 +98,8 @@ const skimChunk = 1 << 20
 // never found, input past 4 GiB or more than maxMemo objects stored, is
 // ErrSkim. A read error is returned as it is.
 func SkimTo(r io.Reader, key string, maxMemo int) (*Skim, error) {
+	// A slot's memo index shares a word with its kind.
+	maxMemo = min(maxMemo, 1<<(32-slotKindBits)-2)
 	s := &skimmer{r: r, buf: make([]byte, 0, skimChunk+64), key: key, maxMemo: maxMemo}
 	return s.run()
 }
@@ -177,8 +179,7 @@ func (s *skimmer) skip(n uint64) (bool, error) {
 	return true, nil
 }
 
-// pop removes the top n slots (above the last mark), ending their memo
-// spans.
+// pop removes the top n slots (above the last mark).
 func (s *skimmer) pop(n int) bool {
 	base := 0
 	if len(s.marks) > 0 {
@@ -186,11 +187,6 @@ func (s *skimmer) pop(n int) bool {
 	}
 	if len(s.stack)-n < base {
 		return false
-	}
-	for _, sl := range s.stack[len(s.stack)-n:] {
-		if sl.memo >= 0 {
-			s.span.at(int(sl.memo)).end = sl.end
-		}
 	}
 	s.stack = s.stack[:len(s.stack)-n]
 	return true
@@ -202,20 +198,33 @@ func (s *skimmer) popMark() (skimMark, bool) {
 		return skimMark{}, false
 	}
 	m := s.marks[len(s.marks)-1]
-	s.pop(len(s.stack) - m.at)
+	s.stack = s.stack[:m.at]
 	s.marks = s.marks[:len(s.marks)-1]
 	return m, true
 }
 
-// target reports whether the top slot is an open container of kind k.
-func (s *skimmer) target(k uint8) bool {
+// target reports whether the top slot is an open container of kind k,
+// and marks its object complete at end (as far as the input goes).
+func (s *skimmer) target(k uint32, end uint32) bool {
 	base := 0
 	if len(s.marks) > 0 {
 		base = s.marks[len(s.marks)-1].at
 	}
-	return len(s.stack) > base && s.stack[len(s.stack)-1].kind == k
+	if len(s.stack) <= base {
+		return false
+	}
+	t := s.stack[len(s.stack)-1]
+	if t.info&slotKinds != k {
+		return false
+	}
+	if m := t.info >> slotKindBits; m != 0 {
+		s.span.at(int(m - 1)).end = end
+	}
+	return true
 }
 
+// memoize stores the top slot's object at the next memo index; end is
+// where it is complete so far.
 func (s *skimmer) memoize(end uint32) bool {
 	base := 0
 	if len(s.marks) > 0 {
@@ -225,18 +234,24 @@ func (s *skimmer) memoize(end uint32) bool {
 		return false
 	}
 	t := &s.stack[len(s.stack)-1]
-	if t.memo >= 0 || t.kind == slotGot {
+	if t.info>>slotKindBits != 0 || t.info&slotKinds == slotGot {
 		return false
 	}
-	t.memo = int32(s.span.n)
-	t.end = end
-	if t.first != uint32(s.span.n) {
+	i := s.span.n
+	t.info |= uint32(i+1) << slotKindBits
+	// The objects stored since the slot's start are inside it (an object
+	// stored before it starts before it): a tuple of memoized items.
+	first := i
+	for first > 0 && s.span.at(first-1).start >= t.start {
+		first--
+	}
+	if first != i {
 		if s.firsts == nil {
 			s.firsts = make(map[int]uint32)
 		}
-		s.firsts[s.span.n] = t.first
+		s.firsts[i] = uint32(first)
 	}
-	s.span.add(skimSpan{start: t.start})
+	s.span.add(skimSpan{start: t.start, end: end})
 	return true
 }
 
@@ -244,7 +259,7 @@ func (s *skimmer) memoize(end uint32) bool {
 // dict.
 func (s *skimmer) atKey() bool {
 	n := len(s.stack)
-	if n == 0 || s.stack[0].kind != slotDict {
+	if n == 0 || s.stack[0].info&slotKinds != slotDict {
 		return false
 	}
 	switch len(s.marks) {
@@ -291,13 +306,13 @@ func (s *skimmer) run() (*Skim, error) {
 			if uint64(buf[pos+1]) >= uint64(s.span.n) {
 				return nil, ErrSkim
 			}
-			s.stack = append(s.stack, skimSlot{start: at, end: at + 2, memo: -1, kind: slotGot})
+			s.stack = append(s.stack, skimSlot{start: at, info: slotGot})
 			pos += 2
 		case opLongBinGet:
 			if uint64(binary.LittleEndian.Uint32(buf[pos+1:])) >= uint64(s.span.n) {
 				return nil, ErrSkim
 			}
-			s.stack = append(s.stack, skimSlot{start: at, end: at + 5, memo: -1, kind: slotGot})
+			s.stack = append(s.stack, skimSlot{start: at, info: slotGot})
 			pos += 5
 		case opMemoize:
 			pos++
@@ -315,16 +330,16 @@ func (s *skimmer) run() (*Skim, error) {
 				return nil, ErrSkim
 			}
 		case opMark:
-			s.marks = append(s.marks, skimMark{at: len(s.stack), start: at, first: uint32(s.span.n)})
+			s.marks = append(s.marks, skimMark{at: len(s.stack), start: at})
 			pos++
 		case opEmptyDict:
-			s.stack = append(s.stack, skimSlot{start: at, end: at + 1, first: uint32(s.span.n), memo: -1, kind: slotDict})
+			s.stack = append(s.stack, skimSlot{start: at, info: slotDict})
 			pos++
 		case opEmptyList:
-			s.stack = append(s.stack, skimSlot{start: at, end: at + 1, first: uint32(s.span.n), memo: -1, kind: slotList})
+			s.stack = append(s.stack, skimSlot{start: at, info: slotList})
 			pos++
 		case opNone, opNewTrue, opNewFalse, opEmptyTuple:
-			s.stack = append(s.stack, skimSlot{start: at, end: at + 1, first: uint32(s.span.n), memo: -1})
+			s.stack = append(s.stack, skimSlot{start: at})
 			pos++
 		case opBinInt1, opBinInt2, opBinInt, opBinFloat:
 			n := uint32(2)
@@ -336,7 +351,7 @@ func (s *skimmer) run() (*Skim, error) {
 			case opBinFloat:
 				n = 9
 			}
-			s.stack = append(s.stack, skimSlot{start: at, end: at + n, first: uint32(s.span.n), memo: -1})
+			s.stack = append(s.stack, skimSlot{start: at})
 			pos += int(n)
 		case opFrame:
 			pos += 9
@@ -346,10 +361,9 @@ func (s *skimmer) run() (*Skim, error) {
 			if op == opSetItem {
 				n, k = 2, slotDict
 			}
-			if !s.pop(n) || !s.target(k) {
+			if !s.pop(n) || !s.target(k, at+1) {
 				return nil, ErrSkim
 			}
-			s.stack[len(s.stack)-1].end = at + 1
 		case opAppends, opSetItems:
 			pos++
 			k := slotList
@@ -359,10 +373,9 @@ func (s *skimmer) run() (*Skim, error) {
 					return nil, ErrSkim
 				}
 			}
-			if _, ok := s.popMark(); !ok || !s.target(k) {
+			if _, ok := s.popMark(); !ok || !s.target(k, at+1) {
 				return nil, ErrSkim
 			}
-			s.stack[len(s.stack)-1].end = at + 1
 		case opShortBinUnicode, opBinUnicode, opBinUnicode8, opLong1, opLong4,
 			opShortBinBytes, opBinBytes, opBinBytes8, opShortBinString, opBinString:
 			var n uint64
@@ -400,8 +413,7 @@ func (s *skimmer) run() (*Skim, error) {
 				}
 				buf, pos = s.buf, s.pos
 			}
-			end := uint32(s.base + int64(pos))
-			s.stack = append(s.stack, skimSlot{start: at, end: end, first: uint32(s.span.n), memo: -1})
+			s.stack = append(s.stack, skimSlot{start: at})
 		case opTuple1, opTuple2, opTuple3:
 			pos++
 			n := int(op-opTuple1) + 1
@@ -412,7 +424,7 @@ func (s *skimmer) run() (*Skim, error) {
 			if !s.pop(n) {
 				return nil, ErrSkim
 			}
-			s.stack = append(s.stack, skimSlot{start: first.start, end: at + 1, first: first.first, memo: -1})
+			s.stack = append(s.stack, skimSlot{start: first.start})
 		case opTuple, opList, opDict:
 			pos++
 			m, ok := s.popMark()
@@ -426,7 +438,7 @@ func (s *skimmer) run() (*Skim, error) {
 			case opDict:
 				kind = slotDict
 			}
-			s.stack = append(s.stack, skimSlot{start: m.start, end: at + 1, first: m.first, memo: -1, kind: kind})
+			s.stack = append(s.stack, skimSlot{start: m.start, info: kind})
 		case opPop:
 			pos++
 			if !s.pop(1) {
@@ -449,7 +461,7 @@ func (s *skimmer) run() (*Skim, error) {
 func (s *skimmer) result(at int64) *Skim {
 	sk := &Skim{Stop: at, Memo: s.span.n, proto: s.proto, span: s.span, firsts: s.firsts}
 	for _, sl := range s.stack {
-		sk.dicts = append(sk.dicts, sl.kind == slotDict)
+		sk.dicts = append(sk.dicts, sl.info&slotKinds == slotDict)
 	}
 	for _, m := range s.marks {
 		sk.marks = append(sk.marks, m.at)
@@ -457,8 +469,8 @@ func (s *skimmer) result(at int64) *Skim {
 	// What is still on the stack is being built: a reference to it is
 	// decoded with everything before the key (see lazyMemo.all).
 	for _, sl := range s.stack {
-		if sl.memo >= 0 {
-			s.span.at(int(sl.memo)).end = 0
+		if m := sl.info >> slotKindBits; m != 0 {
+			s.span.at(int(m - 1)).end = 0
 		}
 	}
 	return sk
