@@ -449,6 +449,18 @@ func (e noSegmentError) Error() string {
 	return fmt.Sprintf("allocator: no segment at %#x", uint64(e))
 }
 
+// ProcessEvents frees the pending blocks whose stream events have
+// completed, as every allocation does first (malloc's process_events):
+// what ForceMalloc does before it finds that no segment holds its
+// address, for a driver that knows that already (InRegion) and has no
+// use for the error, which costs an allocation each (a follow replay of
+// a trace that disagrees with its snapshot, once per entry).
+func (a *Allocator) ProcessEvents(stack snapshot.StackID) {
+	if a.nEvents > 0 {
+		a.processEvents(a.context(ContextState, stack))
+	}
+}
+
 // ForceMalloc serves a request of size bytes at addr, where the recorded
 // trace placed it, instead of where the simulator would. addr must lie in a
 // free block of the request's stream and pool. With blockSize 0 the block
@@ -457,9 +469,7 @@ func (e noSegmentError) Error() string {
 // processed first, as Malloc does.
 func (a *Allocator) ForceMalloc(addr uint64, size, blockSize, stream int64, stack snapshot.StackID) error {
 	ctx := a.context(ContextState, stack)
-	if a.nEvents > 0 {
-		a.processEvents(ctx)
-	}
+	a.ProcessEvents(stack)
 	if err := a.forceMalloc(addr, size, blockSize, stream, ctx); err != nil {
 		return err
 	}

@@ -1858,6 +1858,10 @@ func (r *Replay) unapplied(i int, why any) {
 	}
 }
 
+// errOutside is why an allocation at an address no region holds is not
+// applied, where no example is kept to say more.
+var errOutside = errors.New("no segment holds the address")
+
 // force applies the recorded entries i..j with the Force* primitives
 // after the simulator decided otherwise.
 func (r *Replay) force(i, j int, what func() string) {
@@ -1885,6 +1889,14 @@ func (r *Replay) force(i, j int, what func() string) {
 		case snapshot.ActionSegmentMap:
 			err = a.ForceMap(e.Addr, e.Size, r.streams.of(&e), pool, e.Stack)
 		case snapshot.ActionAlloc:
+			if r.outside && !r.wantExample() {
+				// No region holds the address (followMalloc): ForceMalloc
+				// would process the due events and fail, its error made
+				// (an allocation) only to go unread.
+				a.ProcessEvents(e.Stack)
+				err = errOutside
+				break
+			}
 			err = a.ForceMalloc(e.Addr, e.Size, 0, r.streams.of(&e), e.Stack)
 			if err != nil && r.splitsUnknown {
 				// Settings changed at runtime: the recorded settings'
