@@ -51,7 +51,7 @@ const (
 	// inside another's references.
 	maxLazyDepth = 16
 	lazyWindow   = 64 << 10
-	lazyWindows  = 64
+	lazyWindows  = 16
 	// lazyBytesMax is the largest object read whole into memory; larger
 	// ones are read as they decode.
 	lazyBytesMax = 1 << 20
