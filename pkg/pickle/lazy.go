@@ -29,8 +29,9 @@ type lazyMemo struct {
 	// lazyWindow-aligned pieces, oldest first in order.
 	windows map[int64][]byte
 	order   []int64
-	// resolved counts the objects decoded on demand.
+	// resolved counts the objects decoded on demand, bytes their bytes.
 	resolved int
+	bytes    int64
 	// placeholders are the values the decoder's stack starts with (an
 	// empty dict where the top-level dict is, empty tuples elsewhere);
 	// base and baseMarks the stack all left: the values they stand for.
@@ -175,7 +176,11 @@ func (l *lazyMemo) resolve(d *Decoder, i uint64) (Value, bool, error) {
 		return None, false, nil
 	}
 	sp := *l.sk.span.at(int(i))
-	if sp.end == 0 || l.depth >= maxLazyDepth {
+	// Objects nested in each other and referred to innermost first are
+	// decoded again inside each enclosing one: once that has cost as
+	// many bytes as everything before the stop, decode that once.
+	l.bytes += int64(sp.end) - int64(sp.start)
+	if sp.end == 0 || l.depth >= maxLazyDepth || l.bytes > l.sk.Stop {
 		if err := l.all(d); err != nil {
 			return None, false, err
 		}

@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -288,6 +289,22 @@ func lazyHostile() []lazyCase {
 		p.get(f)
 		p.op("a0")
 		return []int{f}
+	}, "")
+	build("400 nested lists referred to innermost first", func(p *lazyPickle) []int {
+		// Each reference would decode all the lists inside it again.
+		var idx []int
+		for range 400 {
+			p.op("]")
+			idx = append(idx, p.memo())
+			p.op("(")
+		}
+		f := p.frame("f", 1)
+		for range 400 {
+			p.op("e")
+		}
+		p.op("0")
+		slices.Reverse(idx)
+		return append([]int{f}, idx...)
 	}, "")
 	build("a frame referred to after the trace", func(p *lazyPickle) []int {
 		return []int{p.frame("f", 1)}
