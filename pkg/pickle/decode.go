@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // Limits that keep hostile input from exhausting memory. No single object
@@ -100,6 +101,14 @@ type Decoder struct {
 	lists   map[string]Value
 	pending map[uint64]pendingList
 
+	// flat is the compactor's FlatDictCompactor, if it is one and the
+	// path is on (see flatBatch); the rest is its scratch.
+	flat      FlatDictCompactor
+	flatTape  []flatEntry
+	flatItems []Value
+	flatList  []Value
+	flatOut   []Value
+
 	// budget, when set, is called with Footprint every budgetStep bytes
 	// of input decoded; nextCheck is the input offset of the next call.
 	budget    func(held int64) error
@@ -145,6 +154,7 @@ func (d *Decoder) Footprint() int64 {
 	if d.r != nil {
 		n += int64(cap(d.buf)) // a bytes decoder's input is the caller's
 	}
+	n += int64(cap(d.flatItems)+cap(d.flatList)+cap(d.flatOut))*16 + int64(cap(d.flatTape))*int64(unsafe.Sizeof(flatEntry{}))
 	// A cached list's key is its reference opcodes, up to 5 bytes each.
 	n += int64(len(d.lists))*64 + d.listKeyBytes + d.pendingKeyBytes + int64(len(d.pending))*64
 	return n
@@ -259,6 +269,20 @@ func (m *memo) set(i int, v Value) bool {
 	return true
 }
 
+// reserve stores nothing yet at index i, the next one, but counts it
+// stored: a dict of a flat batch holds it while its items are memoized
+// after it; fillReserved stores its value.
+func (m *memo) reserve(i int) {
+	m.grow(i)
+	m.stored++
+}
+
+func (m *memo) fillReserved(i int, v Value) {
+	if m.set(i, v) {
+		m.stored--
+	}
+}
+
 // grow makes index i storable.
 func (m *memo) grow(i int) {
 	for len(m.pages)<<memoPageBits <= i {
@@ -273,7 +297,9 @@ func NewDecoder(r io.Reader, vs *Values, c Compactor) *Decoder {
 	if vs == nil {
 		vs = NewValues()
 	}
-	return &Decoder{vs: vs, compactor: c, r: r, buf: make([]byte, 0, chunk)}
+	d := &Decoder{vs: vs, compactor: c, r: r, buf: make([]byte, 0, chunk)}
+	d.SetFlatDicts(true)
+	return d
 }
 
 // NewBytesDecoder decodes a pickle held in memory without copying it.
@@ -281,7 +307,9 @@ func NewBytesDecoder(data []byte, vs *Values, c Compactor) *Decoder {
 	if vs == nil {
 		vs = NewValues()
 	}
-	return &Decoder{vs: vs, compactor: c, buf: data, end: len(data), eof: true}
+	d := &Decoder{vs: vs, compactor: c, buf: data, end: len(data), eof: true}
+	d.SetFlatDicts(true)
+	return d
 }
 
 // Values returns the store the decoder fills.
@@ -648,8 +676,48 @@ func (d *Decoder) memoGet(i uint64) error {
 // again empties the cache (see memoPut), and a list is cached only if it
 // holds what its references hold when it is frozen (see madeOf).
 func (d *Decoder) cachedList(buf []byte) int {
+	v, n := d.openList(buf)
+	d.push(v)
+	return n
+}
+
+// openList is cachedList without the push: the cached record and the
+// bytes of the whole list when the list is cached (memoized as the list
+// would have been), else a new list and 1, its record to be cached when it
+// is frozen if it has the cached shape.
+func (d *Decoder) openList(buf []byte) (Value, int) {
+	key, memoize, end, n := listKey(buf)
+	if n == 0 {
+		return d.vs.NewContainer(KindList), 1
+	}
+	if rec, ok := d.cachedRecord(key, memoize); ok {
+		if memoize {
+			_ = d.memoPut(uint64(d.memo.stored), rec)
+		}
+		return rec, end
+	}
+	v := d.vs.NewContainer(KindList)
+	if len(d.lists) < maxCachedLists {
+		if d.lists == nil {
+			d.lists = make(map[string]Value)
+			d.pending = make(map[uint64]pendingList)
+		}
+		if old, ok := d.pending[v.N]; ok {
+			d.pendingKeyBytes -= int64(len(old.key))
+		}
+		d.pending[v.N] = pendingList{key: string(key), n: n}
+		d.pendingKeyBytes += int64(len(key))
+	}
+	return v, 1
+}
+
+// listKey returns the reference opcodes of the list at buf[0] when it has
+// the shape cachedList caches, whether MEMOIZE follows its EMPTY_LIST, the
+// bytes of the whole list and how many references it holds (0: not that
+// shape).
+func listKey(buf []byte) (key []byte, memoize bool, end, n int) {
 	p := 1
-	memoize := buf[p] == opMemoize
+	memoize = len(buf) > p && buf[p] == opMemoize
 	if memoize {
 		p++
 	}
@@ -657,7 +725,7 @@ func (d *Decoder) cachedList(buf []byte) int {
 	if marked {
 		p++
 	}
-	refs, n := p, 0
+	refs := p
 scan:
 	for p < len(buf) {
 		switch buf[p] {
@@ -679,31 +747,16 @@ scan:
 		closing = opAppend
 	}
 	if n == 0 || p >= len(buf) || refsEnd > len(buf) || buf[p] != closing {
-		d.push(d.vs.NewContainer(KindList))
-		return 1
+		return nil, false, 0, 0
 	}
-	key := buf[refs:refsEnd]
-	if rec, ok := d.lists[string(key)]; ok && (!memoize || d.memo.storable(rec)) {
-		d.push(rec)
-		if memoize {
-			_ = d.memoPut(uint64(d.memo.stored), rec)
-		}
-		return p + 1
-	}
-	v := d.vs.NewContainer(KindList)
-	d.push(v)
-	if len(d.lists) < maxCachedLists {
-		if d.lists == nil {
-			d.lists = make(map[string]Value)
-			d.pending = make(map[uint64]pendingList)
-		}
-		if old, ok := d.pending[v.N]; ok {
-			d.pendingKeyBytes -= int64(len(old.key))
-		}
-		d.pending[v.N] = pendingList{key: string(key), n: n}
-		d.pendingKeyBytes += int64(len(key))
-	}
-	return 1
+	return buf[refs:refsEnd], memoize, p + 1, n
+}
+
+// cachedRecord returns the record cached for a list of the references in
+// key, if one is and it can be memoized when the list is.
+func (d *Decoder) cachedRecord(key []byte, memoize bool) (Value, bool) {
+	rec, ok := d.lists[string(key)]
+	return rec, ok && (!memoize || d.memo.storable(rec))
 }
 
 // madeOf reports whether the list v holds exactly the values of the memo
@@ -855,6 +908,9 @@ func (d *Decoder) fast(buf []byte) int {
 		d.stack = append(d.stack, Int(int64(u)))
 		return n + 2
 	case opEmptyDict:
+		if d.flat != nil && d.inAppends() {
+			return 0 // step decodes it on the flat-dict path
+		}
 		d.push(d.vs.NewContainer(KindDict))
 		return 1
 	case opEmptyList:
@@ -1085,6 +1141,13 @@ func (d *Decoder) step(op byte) error {
 	case opEmptyList:
 		d.push(vs.NewContainer(KindList))
 	case opEmptyDict:
+		if d.flat != nil && d.inAppends() {
+			d.pos--
+			if ok, err := d.flatBatch(); ok || err != nil {
+				return err
+			}
+			d.pos++
+		}
 		d.push(vs.NewContainer(KindDict))
 	case opEmptyTuple:
 		d.push(vs.NewContainer(KindTuple))

@@ -24,7 +24,8 @@ import (
 // and checks that neither panics, that both agree on success or failure,
 // on the error text and on every value they stored, that errors are one
 // short line of type *Error, and that the bytes allocated stay within the
-// linear bound of TestMemoryIsLinearInInputSize.
+// linear bound of TestMemoryIsLinearInInputSize; then with a compactor,
+// that the flat-dict path changes nothing it sees (checkFlatDicts).
 //
 // Run it with
 //
@@ -58,6 +59,7 @@ func FuzzDecode(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		checkDecode(t, data)
+		checkFlatDicts(t, "input", data)
 	})
 }
 

@@ -166,19 +166,7 @@ func (b *builder) readFields(items []pickle.Value) {
 func (b *builder) Compact(vs *pickle.Values, v pickle.Value) (pickle.Value, bool, error) {
 	switch v.Kind {
 	case pickle.KindDict:
-		b.readFields(vs.Items(v))
-		switch {
-		case b.present[kAction]:
-			return b.entry()
-		case b.present[kBlocks]:
-			return b.segment()
-		case b.present[kState]:
-			return b.block()
-		case b.present[kFilename] && b.present[kName]:
-			return b.frame()
-		case b.present[kRealSize]:
-			return b.historyItem()
-		}
+		return b.compactDict(vs.Items(v), v)
 	case pickle.KindList, pickle.KindTuple:
 		ids := b.frameIDs[:0]
 		if tag, first, n, ok := vs.RecordRun(v); ok {
@@ -206,6 +194,32 @@ func (b *builder) Compact(vs *pickle.Values, v pickle.Value) (pickle.Value, bool
 			return v, false, fmt.Errorf("a stack of %d frames, more than the limit of %d (MaxStackDepth)", len(ids), caps.depth)
 		}
 		return pickle.Record(tagStack, uint64(b.stacks.InternStack(ids))), true, nil
+	}
+	return v, false, nil
+}
+
+// CompactFlatDict implements pickle.FlatDictCompactor: a dict the decoder
+// kept as its items (every trace entry, block and frame of the files
+// PyTorch and memstat write) is compacted as Compact compacts a container.
+func (b *builder) CompactFlatDict(_ *pickle.Values, items []pickle.Value) (pickle.Value, bool, error) {
+	return b.compactDict(items, pickle.None)
+}
+
+// compactDict makes the record of a dict with items, or returns v and
+// false for a dict that is none of the builder's.
+func (b *builder) compactDict(items []pickle.Value, v pickle.Value) (pickle.Value, bool, error) {
+	b.readFields(items)
+	switch {
+	case b.present[kAction]:
+		return b.entry()
+	case b.present[kBlocks]:
+		return b.segment()
+	case b.present[kState]:
+		return b.block()
+	case b.present[kFilename] && b.present[kName]:
+		return b.frame()
+	case b.present[kRealSize]:
+		return b.historyItem()
 	}
 	return v, false, nil
 }

@@ -10,6 +10,7 @@ import (
 	"math/rand"
 	"os"
 	"path/filepath"
+	"reflect"
 	"runtime"
 	"strconv"
 	"strings"
@@ -97,6 +98,12 @@ func checkRead(t *testing.T, data []byte) (*Snapshot, error) {
 	if (err1 == nil) != (err2 == nil) {
 		t.Fatalf("sized and streamed reads disagree:\n   sized: %v\nstreamed: %v", err1, err2)
 	}
+	// The decoder's flat-dict path (pickle.FlatDictCompactor) is invisible:
+	// without it, the same model or the same error.
+	s3, err3 := readFlat(bytes.NewReader(data), int64(len(data)), nil, false)
+	if (err1 == nil) != (err3 == nil) || err1 != nil && err1.Error() != err3.Error() {
+		t.Fatalf("reads with and without the flat-dict path disagree:\n    with: %v\n without: %v", err1, err3)
+	}
 	if err1 != nil {
 		checkReadError(t, err1)
 		if err1.Error() != err2.Error() {
@@ -107,6 +114,9 @@ func checkRead(t *testing.T, data []byte) (*Snapshot, error) {
 	m1, m2 := modelSummary(t, s1), modelSummary(t, s2)
 	if m1 != m2 {
 		t.Fatalf("sized and streamed reads give different models")
+	}
+	if !reflect.DeepEqual(s1, s3) {
+		t.Fatalf("reads with and without the flat-dict path give different models")
 	}
 	checkStream(t, data, s1)
 	return s1, nil

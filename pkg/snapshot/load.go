@@ -164,6 +164,12 @@ func Read(r io.Reader, size int64) (*Snapshot, error) { return readWith(r, size,
 // readWith is Read, handing the trace entries to stream when it is set
 // (Stream) instead of keeping them.
 func readWith(r io.Reader, size int64, stream *entryStream) (*Snapshot, error) {
+	return readFlat(r, size, stream, true)
+}
+
+// readFlat is readWith with the decoder's flat-dict path on or off (tests
+// compare the two; see pickle.FlatDictCompactor).
+func readFlat(r io.Reader, size int64, stream *entryStream, flat bool) (*Snapshot, error) {
 	bufSize := 1 << 20
 	if size >= 0 && size < int64(bufSize) {
 		bufSize = max(int(size), 16)
@@ -238,6 +244,7 @@ func readWith(r io.Reader, size int64, stream *entryStream) (*Snapshot, error) {
 			in = io.MultiReader(bytes.NewReader(buffered), src)
 		}
 		d := pickle.NewDecoder(in, vs, b)
+		d.SetFlatDicts(flat)
 		if stream != nil {
 			stream.place = picklePlace(d, vs)
 		}
