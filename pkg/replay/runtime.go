@@ -251,6 +251,14 @@ func (r *Replay) followSetting(i, j int) (shown bool) {
 // recorded entries: the program switched the setting before the call.
 func (r *Replay) tryOtherSetting(i, j int) bool {
 	e := r.tw.at(j)
+	if e.Action == snapshot.ActionAlloc && !r.a.InRegion(e.Addr) && !mapsMemory(r.tw.span(i, j+1)) {
+		// No setting places the block there: it must lie in a region
+		// after the call, and regions come only from the segment_alloc
+		// or segment_map entries the call would record. Skipping the
+		// copy keeps a trace with many such calls (under
+		// --runtime-settings, every one of them) from being quadratic.
+		return false
+	}
 	c := r.a.Clone()
 	setExpandable(c, !c.Config().ExpandableSegments)
 	c.OrderHeldFrees(r.tw.span(i, j+1))
@@ -260,6 +268,16 @@ func (r *Replay) tryOtherSetting(i, j int) bool {
 		r.a = c
 		r.matched(i, j)
 		return true
+	}
+	return false
+}
+
+// mapsMemory reports whether entries make or grow a segment.
+func mapsMemory(entries []snapshot.TraceEntry) bool {
+	for _, e := range entries {
+		if e.Action == snapshot.ActionSegmentAlloc || e.Action == snapshot.ActionSegmentMap {
+			return true
+		}
 	}
 	return false
 }
@@ -354,16 +372,16 @@ func (r *Replay) runtimeBounds(pre []allocator.BlockInfo) map[string]Bound {
 	cfg := r.cfg
 	var ranges []sizeRange
 	live := map[uint64]int{} // address -> index in ranges
-	var starts []uint64      // sorted addresses of live large blocks
-	addStart := func(a uint64) {
-		i, _ := slices.BinarySearch(starts, a)
-		starts = slices.Insert(starts, i, a)
-	}
-	delStart := func(a uint64) {
-		if i, ok := slices.BinarySearch(starts, a); ok {
-			starts = slices.Delete(starts, i, i+1)
+	// starts: the addresses of live large blocks, from those the trace
+	// allocates.
+	var allocAddrs []uint64
+	for _, e := range r.trace.All() {
+		if e.Action == snapshot.ActionAlloc {
+			allocAddrs = append(allocAddrs, e.Addr)
 		}
 	}
+	starts := newRankSet(allocAddrs)
+	allocAddrs = nil
 	// wide: the settings that round and split (max_split_size_mb,
 	// roundup_power2_divisions) may have changed too, so each block lies
 	// between the smallest rounding any table gives and the largest block
@@ -454,8 +472,8 @@ func (r *Replay) runtimeBounds(pre []allocator.BlockInfo) map[string]Bound {
 				room = int64(end - addr)
 			}
 		}
-		if k, _ := slices.BinarySearch(starts, addr+1); k < len(starts) && room >= 0 {
-			room = min(room, int64(starts[k]-addr))
+		if next, ok := starts.after(addr); ok && room >= 0 {
+			room = min(room, int64(next-addr))
 		}
 		return room
 	}
@@ -523,13 +541,13 @@ func (r *Replay) runtimeBounds(pre []allocator.BlockInfo) map[string]Bound {
 					sr.hi = room
 				}
 				// A live block this one lies inside ends here.
-				if k, _ := slices.BinarySearch(starts, e.Addr); k > 0 {
-					o := &ranges[live[starts[k-1]]]
+				if prev, ok := starts.before(e.Addr); ok {
+					o := &ranges[live[prev]]
 					if end := int64(e.Addr - o.addr); end < o.hi {
 						o.hi = max(end, o.lo)
 					}
 				}
-				addStart(e.Addr)
+				starts.add(e.Addr)
 			}
 			live[e.Addr] = len(ranges)
 			ranges = append(ranges, sr)
@@ -549,7 +567,7 @@ func (r *Replay) runtimeBounds(pre []allocator.BlockInfo) map[string]Bound {
 				sr.freeEnd = i
 				delete(live, e.Addr)
 				if sr.large {
-					delStart(e.Addr)
+					starts.remove(e.Addr)
 				}
 			}
 		}
