@@ -786,10 +786,29 @@ func (d *Decoder) madeOf(v Value, p pendingList) bool {
 
 // Decode runs the pickle to its STOP opcode and returns the result.
 func (d *Decoder) Decode() (Value, error) {
+	switch err := d.run(); err {
+	case errStop:
+		v, err := d.pop()
+		if err != nil {
+			return None, err
+		}
+		return d.freeze(v)
+	case errEnd:
+		return None, &Error{Offset: d.opStart, Err: ErrTruncated,
+			Msg: "data ends before the STOP opcode (truncated file?)"}
+	default:
+		return None, err
+	}
+}
+
+// run decodes opcodes until STOP (errStop), the end of the input between
+// two opcodes (errEnd) or an error: Decode's loop, and a lazy decoder's
+// for a stored object's span, which ends without STOP.
+func (d *Decoder) run() error {
 	for {
 		if d.budget != nil && d.base+int64(d.pos) >= d.nextCheck {
 			if err := d.checkBudget(); err != nil {
-				return None, err
+				return err
 			}
 		}
 		if d.end-d.pos >= fastLen {
@@ -799,32 +818,27 @@ func (d *Decoder) Decode() (Value, error) {
 		if d.pos >= d.end {
 			d.op = 0
 			if err := d.fill(1); err != nil {
-				if !errors.Is(err, ErrTruncated) {
-					// A read error (corrupt gzip, I/O), not the end of
-					// the data: say what it was.
-					return None, err
+				if errors.Is(err, ErrTruncated) {
+					return errEnd
 				}
-				return None, &Error{Offset: d.opStart, Err: ErrTruncated,
-					Msg: "data ends before the STOP opcode (truncated file?)"}
+				// A read error (corrupt gzip, I/O), not the end of the
+				// data: say what it was.
+				return err
 			}
 		}
 		op := d.buf[d.pos]
 		d.pos++
 		d.op = op
 		if err := d.step(op); err != nil {
-			if err == errStop {
-				v, err := d.pop()
-				if err != nil {
-					return None, err
-				}
-				return d.freeze(v)
-			}
-			return None, err
+			return err
 		}
 	}
 }
 
-var errStop = errors.New("stop")
+var (
+	errStop = errors.New("stop")
+	errEnd  = errors.New("end of input")
+)
 
 // fastRun decodes common opcodes (see fast) for as long as they come and
 // are buffered, without returning to Decode's loop for each.

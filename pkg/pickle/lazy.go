@@ -306,33 +306,12 @@ func (d *Decoder) decodeSpan() (Value, error) {
 
 // decodeAll runs the opcodes of its input to its end.
 func (d *Decoder) decodeAll() error {
-	for {
-		if d.budget != nil && d.base+int64(d.pos) >= d.nextCheck {
-			if err := d.checkBudget(); err != nil {
-				return err
-			}
-		}
-		if d.end-d.pos >= fastLen {
-			d.fastRun()
-		}
-		d.opStart = d.base + int64(d.pos)
-		if d.pos >= d.end {
-			d.op = 0
-			if err := d.fill(1); err != nil {
-				if errors.Is(err, ErrTruncated) {
-					return nil
-				}
-				return err
-			}
-		}
-		op := d.buf[d.pos]
-		d.pos++
-		d.op = op
-		if err := d.step(op); err != nil {
-			if err == errStop {
-				return d.errf("STOP before the object's end (malformed pickle)")
-			}
-			return err
-		}
+	switch err := d.run(); err {
+	case errEnd:
+		return nil
+	case errStop:
+		return d.errf("STOP before the object's end (malformed pickle)")
+	default:
+		return err
 	}
 }
