@@ -36,14 +36,7 @@ import (
 // crafted inputs of hostile_test.go, and when ../shared/testdata/real is
 // present, prefixes of every real snapshot and the smallest ones whole.
 func FuzzRead(f *testing.F) {
-	for _, c := range hostileSnapshots() {
-		if len(c.data) <= 8<<10 {
-			f.Add(c.data)
-		}
-	}
-	for _, s := range seedSnapshots() {
-		f.Add(s.data)
-	}
+	addSnapshotSeeds(f)
 	for _, file := range realdata.FilesIfPresent() {
 		data, err := os.ReadFile(file)
 		if err != nil {
@@ -59,6 +52,19 @@ func FuzzRead(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		checkRead(t, data)
 	})
+}
+
+// addSnapshotSeeds adds the seeds FuzzRead and FuzzStreamLazy share: the
+// small hostile inputs and the well-formed seed snapshots.
+func addSnapshotSeeds(f *testing.F) {
+	for _, c := range hostileSnapshots() {
+		if len(c.data) <= 8<<10 {
+			f.Add(c.data)
+		}
+	}
+	for _, s := range seedSnapshots() {
+		f.Add(s.data)
+	}
 }
 
 // Memory bound of every Read: readAllocPerByte bytes allocated (TotalAlloc,

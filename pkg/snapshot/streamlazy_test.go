@@ -131,14 +131,7 @@ func fileExists(path string) bool {
 //
 //	go test -run='^$' -fuzz='^FuzzStreamLazy$' -fuzztime=30s ./pkg/snapshot
 func FuzzStreamLazy(f *testing.F) {
-	for _, c := range hostileSnapshots() {
-		if len(c.data) <= 8<<10 {
-			f.Add(c.data)
-		}
-	}
-	for _, s := range seedSnapshots() {
-		f.Add(s.data)
-	}
+	addSnapshotSeeds(f)
 	for _, c := range lazyHostile() {
 		f.Add(c.data)
 	}
