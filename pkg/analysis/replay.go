@@ -137,6 +137,11 @@ func ReplayObservedFor(s *snapshot.Snapshot, device int, want Want, start func(a
 	rp.StartAllocated = st.AllocatedBytes[allocator.PoolAll].Current
 	rp.StartReserved = st.ReservedBytes[allocator.PoolAll].Current
 	c.step(-1, -1, r.Allocator())
+	// The replay is stepped to the end and finished with Result: the
+	// trace's tally that Result's bounds read is counted beside the
+	// steps, on the core they leave idle, as Run counts it for stats
+	// (torch-100MB: some 30 ms of Result off the replay's core).
+	r.TallyAhead()
 	for r.Pos() < r.Len() {
 		lo := r.Pos()
 		if err := r.Step(); err != nil {

@@ -117,6 +117,16 @@ func (r *Replay) startTally() {
 	r.tallyAhead = ch
 }
 
+// TallyAhead counts what Result's bounds read of the whole trace on
+// another goroutine while the caller steps: for a follow replay that the
+// caller drives to the end with Step and then finishes with Result
+// (analysis.ReplayObservedFor: peak, oom, segments, diff, report), whose
+// second core is otherwise idle while it steps. Run does the same itself.
+// A replay that is not driven to the end (a state cursor) should not: the
+// count would be wasted. Nothing happens where Run would not count ahead
+// either (what-if mode, a live recording, a short trace).
+func (r *Replay) TallyAhead() { r.startTally() }
+
 // tallyOutcome is what startTally's goroutine hands back: the tally, or
 // what it panicked with (raised again on the replay's goroutine).
 type tallyOutcome struct {
