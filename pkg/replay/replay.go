@@ -114,6 +114,11 @@ type Options struct {
 	// a pool, and says so (Result.Assumptions, assumeNoCapture). The
 	// simulation is the same either way: only the figures' bounds differ.
 	Captures bool
+	// StartScan, if set, is the start rebuild's pass begun while the
+	// snapshot was read (NewStartScan, snapshot.LoadOptions.TraceGrown):
+	// a follow replay whose trace continues what it scanned takes it and
+	// scans only the rest; any replay stops it. The result is the same.
+	StartScan *StartScan
 	// Recording, for a WhatIf replay, is what a follow replay of the same
 	// device, release and total memory (no Config or Capacity of its own)
 	// found (Replay.Recording): the what-if replay starts from it instead
@@ -384,7 +389,7 @@ func prepare(s *snapshot.Snapshot, o Options) (r *Replay, total int64, follow *R
 		resSize := func(page int64) int64 {
 			return allocator.ReservationSize(total, page)
 		}
-		r.start = reconstructStart(r.cfg, r.trace, r.streams, r.final, resSize)
+		r.start = reconstructStart(r.cfg, r.trace, r.streams, r.final, resSize, o.StartScan)
 		if o.TotalMemory == 0 && len(r.start.segments) == 0 && len(r.start.reservations) == 0 {
 			// A trace from an empty allocator: every reservation it
 			// uses is made in it, so its maps and unmaps tell more.

@@ -194,7 +194,8 @@ type touchScan struct {
 // table fills evenly. An address's entries all fall in one shard, so
 // the halves' pairs add up to the whole trace's. segment, if not nil, is
 // called for each segment event in trace order.
-func (t *touchScan) scan(tr *snapshot.Trace, shard uint64, segment func(i int, e snapshot.TraceEntry)) {
+// The entries from from on are scanned (those before, StartScan's).
+func (t *touchScan) scan(tr *snapshot.Trace, from int, shard uint64, segment func(i int, e snapshot.TraceEntry)) {
 	// Every address is new at most once per allocation at it (or first
 	// freed): sizing the set for the allocations spares it the rehashing
 	// of doubling, a third of the pass on a trace of millions. The hash
@@ -202,22 +203,30 @@ func (t *touchScan) scan(tr *snapshot.Trace, shard uint64, segment func(i int, e
 	// margin (counting this shard's exactly cost a pass of its own).
 	allocs := tr.Count(snapshot.ActionAlloc)
 	t.set.reserve(allocs/2 + allocs/16)
-	for i, e := range tr.All() {
+	for i, e := range tr.From(from) {
 		switch e.Action {
 		case snapshot.ActionAlloc, snapshot.ActionFreeRequested, snapshot.ActionFreeCompleted, snapshot.ActionFree:
-			if ((e.Addr>>9)*0xC2B2AE3D27D4EB4F)>>63 != shard {
+			if touchShard(e.Addr) != shard {
 				continue
 			}
-			if t.set.put(e.Addr, 0) && e.Action != snapshot.ActionAlloc {
-				t.freed = append(t.freed, firstFree{i, e})
-			}
-			t.pair(&e)
+			t.note(i, &e)
 		case snapshot.ActionSegmentAlloc, snapshot.ActionSegmentFree, snapshot.ActionSegmentMap, snapshot.ActionSegmentUnmap:
 			if segment != nil {
 				segment(i, e)
 			}
 		}
 	}
+}
+
+// touchShard is the half of the touch scan address addr falls in.
+func touchShard(addr uint64) uint64 { return ((addr >> 9) * 0xC2B2AE3D27D4EB4F) >> 63 }
+
+// note adds entry i, an allocation or a free, to the half.
+func (t *touchScan) note(i int, e *snapshot.TraceEntry) {
+	if t.set.put(e.Addr, 0) && e.Action != snapshot.ActionAlloc {
+		t.freed = append(t.freed, firstFree{i, *e})
+	}
+	t.pair(e)
 }
 
 // sortedAddrs returns the addresses of the half's set in increasing
@@ -249,7 +258,10 @@ func (t *touchScan) pair(e *snapshot.TraceEntry) {
 
 // reconstructStart rebuilds the state before the first trace entry.
 // resSize gives an expandable reservation's size for a page size.
-func reconstructStart(cfg allocator.Config, tr *snapshot.Trace, streams streamTable, final []*snapshot.Segment, resSize func(page int64) int64) startState {
+//
+// pre, if not nil, is a scan begun while the trace was read: when tr
+// continues what it scanned, the pass starts from its halves.
+func reconstructStart(cfg allocator.Config, tr *snapshot.Trace, streams streamTable, final []*snapshot.Segment, resSize func(page int64) int64, pre *StartScan) startState {
 	st := startState{exact: make(map[uint64]bool)}
 	created := make(map[uint64]int64) // cudaMalloc'd in the trace and still live
 	type freedSeg struct {
@@ -293,13 +305,21 @@ func reconstructStart(cfg allocator.Config, tr *snapshot.Trace, streams streamTa
 	// are searched side by side, never merged.
 	var shards [2]touchScan
 	var touchedSorted [2][]uint64
+	from := 0
+	if pre := pre.take(tr); pre != nil {
+		shards, from = pre.shards, pre.scanned.Len()
+		for _, x := range pre.segs {
+			segment(x.idx, x.e)
+		}
+		pre.shards, pre.segs, pre.scanned = [2]touchScan{}, nil, nil
+	}
 	done := make(chan struct{})
 	go func() {
-		shards[1].scan(tr, 1, nil)
+		shards[1].scan(tr, from, 1, nil)
 		touchedSorted[1] = shards[1].sortedAddrs()
 		close(done)
 	}()
-	shards[0].scan(tr, 0, segment)
+	shards[0].scan(tr, from, 0, segment)
 	touchedSorted[0] = shards[0].sortedAddrs()
 	<-done
 	pairs := shards[0].pairs + shards[1].pairs

@@ -128,6 +128,11 @@ type builder struct {
 	// stream, when set, is handed each entry in place of the trace
 	// (Stream, stream.go).
 	stream *entryStream
+	// traceGrown, when set, is handed the trace's finished chunks as
+	// they close (LoadOptions.TraceGrown); grownLen is the number of
+	// entries it was last handed.
+	traceGrown func(*Trace)
+	grownLen   int
 }
 
 func newBuilder(vs *pickle.Values) *builder {
@@ -402,6 +407,10 @@ func (b *builder) entry() (pickle.Value, bool, error) {
 	// entry, in chunks that are never copied): no 40-byte array of them
 	// is ever held, nor doubled as it grows.
 	b.trace.Append(e)
+	if b.traceGrown != nil && b.trace.ClosedLen() != b.grownLen {
+		b.grownLen = b.trace.ClosedLen()
+		b.traceGrown(b.trace.Closed())
+	}
 	return pickle.Record(tagEntry, uint64(b.trace.Len()-1)), true, nil
 }
 

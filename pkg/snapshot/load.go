@@ -129,7 +129,29 @@ func byteSize(n int64) string {
 
 // Load reads a snapshot file: a pickle (protocol 0-5), its gzip, or the JSON
 // form the newest web viewer reads. "-" reads standard input.
-func Load(path string) (*Snapshot, error) {
+func Load(path string) (*Snapshot, error) { return LoadWith(path, LoadOptions{}) }
+
+// LoadOptions are what a caller of LoadWith may ask of the reading.
+type LoadOptions struct {
+	// TraceGrown, when set, is called on the reading goroutine each time
+	// more of the file's trace entries are complete (about every MiB of
+	// the compact trace, some 90,000 entries), with the entries read so
+	// far in file order, every device's (TraceBuilder.Closed): a trace
+	// another goroutine may read while the file is still being read, so
+	// that a pass over the trace can run beside the decoding. A device's
+	// trace that continues it says so (Trace.Extends); not every one does
+	// (a second device's, one read from JSON in pieces). It must not
+	// block.
+	TraceGrown func(prefix *Trace)
+}
+
+// ReadWith is Read with options.
+func ReadWith(r io.Reader, size int64, o LoadOptions) (*Snapshot, error) {
+	return decode(r, size, nil, true, o.TraceGrown)
+}
+
+// LoadWith is Load with options.
+func LoadWith(path string, o LoadOptions) (*Snapshot, error) {
 	var r io.Reader
 	var size int64 = -1
 	if path == "-" {
@@ -150,7 +172,7 @@ func Load(path string) (*Snapshot, error) {
 		}
 		r = f
 	}
-	s, err := Read(r, size)
+	s, err := decode(r, size, nil, true, o.TraceGrown)
 	if err != nil {
 		return nil, &InputError{File: path, Err: err}
 	}
@@ -170,6 +192,12 @@ func readWith(r io.Reader, size int64, stream *entryStream) (*Snapshot, error) {
 // readFlat is readWith with the decoder's flat-dict path on or off (tests
 // compare the two; see pickle.FlatDictCompactor).
 func readFlat(r io.Reader, size int64, stream *entryStream, flat bool) (*Snapshot, error) {
+	return decode(r, size, stream, flat, nil)
+}
+
+// decode is readFlat handing the trace as it grows to grown when set
+// (LoadOptions.TraceGrown).
+func decode(r io.Reader, size int64, stream *entryStream, flat bool, grown func(*Trace)) (*Snapshot, error) {
 	bufSize := 1 << 20
 	if size >= 0 && size < int64(bufSize) {
 		bufSize = max(int(size), 16)
@@ -221,6 +249,7 @@ func readFlat(r io.Reader, size int64, stream *entryStream, flat bool) (*Snapsho
 	vs := pickle.NewValues()
 	b := newBuilder(vs)
 	b.stream = stream
+	b.traceGrown = grown
 	var top pickle.Value
 	if isJSONStart(head) {
 		features.JSON = true

@@ -357,6 +357,43 @@ type TraceBuilder struct {
 	t    Trace
 	cur  []byte // the last chunk (t.chunks[last] is set on Build)
 	prev TraceEntry
+	// closed is the number of entries in the chunks before cur: never
+	// written again, so readable on another goroutine (Closed).
+	closed int
+}
+
+// Closed returns the entries in the chunks the builder has finished
+// with (all but the one it appends to) as a trace that shares their
+// storage: the builder never writes them again, so another goroutine
+// may read the returned trace while this one appends (once it has the
+// trace by a channel or a lock). It has no action counts (Count is 0).
+// Trace.Extends says whether a built trace continues it.
+func (b *TraceBuilder) Closed() *Trace {
+	n := len(b.t.chunks) - 1
+	if n <= 0 || b.closed == 0 {
+		return &Trace{}
+	}
+	blocks := (b.closed + traceBlock - 1) >> traceBlockShift
+	return &Trace{chunks: slices.Clone(b.t.chunks[:n]), blocks: b.t.blocks[:blocks:blocks], n: b.closed}
+}
+
+// ClosedLen is the number of entries Closed would return.
+func (b *TraceBuilder) ClosedLen() int { return b.closed }
+
+// Extends reports whether t's first p.Len() entries are p's: p is what
+// TraceBuilder.Closed returned while t's entries were appended (the
+// same storage, from the first entry on), t a trace built from it or a
+// view of that from its first entry.
+func (t *Trace) Extends(p *Trace) bool {
+	if t == nil || p == nil || t.start != 0 || p.start != 0 || p.n > t.n || len(p.chunks) > len(t.chunks) {
+		return false
+	}
+	for i, c := range p.chunks {
+		if cap(c) == 0 || cap(t.chunks[i]) == 0 || &c[:1][0] != &t.chunks[i][:1][0] {
+			return false
+		}
+	}
+	return true
 }
 
 // Len is the number of entries appended.
@@ -379,6 +416,7 @@ func (b *TraceBuilder) Append(e TraceEntry) {
 	if cap(b.cur)-len(b.cur) < maxEntryLen+loadPad {
 		if len(b.t.chunks) > 0 {
 			b.t.chunks[len(b.t.chunks)-1] = b.cur
+			b.closed = b.t.n
 		}
 		size := min(traceChunkMin<<min(len(b.t.chunks), 16), traceChunkMax)
 		b.cur = make([]byte, 0, size)

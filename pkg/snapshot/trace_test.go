@@ -209,3 +209,70 @@ func BenchmarkTraceAppend(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(8*len(entries)), "ns/entry")
 }
+
+// TestTraceClosed reads each Closed trace on another goroutine while the
+// builder appends (run with -race: the finished chunks are never written
+// again), and checks Extends on the built trace and its views.
+func TestTraceClosed(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	want := randomEntries(rng, 200_000)
+	var b TraceBuilder
+	prefixes := make(chan *Trace, 4)
+	checked := make(chan []int)
+	go func() {
+		var lens []int
+		for p := range prefixes {
+			for i, e := range p.All() {
+				if e != want[i] {
+					t.Errorf("closed trace of %d entries: entry %d reads %+v, want %+v", p.Len(), i, e, want[i])
+					break
+				}
+			}
+			if p.Count(ActionAlloc) != 0 {
+				t.Errorf("closed trace of %d entries counts actions", p.Len())
+			}
+			lens = append(lens, p.Len())
+		}
+		checked <- lens
+	}()
+	var all []*Trace
+	last := 0
+	for i := range want {
+		b.Append(want[i])
+		if n := b.ClosedLen(); n != last {
+			if n < last || n > b.Len() {
+				t.Fatalf("after %d entries: ClosedLen %d (was %d)", b.Len(), n, last)
+			}
+			last = n
+			p := b.Closed()
+			all = append(all, p)
+			prefixes <- p
+		}
+	}
+	close(prefixes)
+	lens := <-checked
+	if len(lens) < 5 {
+		t.Fatalf("%d closed traces over %d entries: want several", len(lens), len(want))
+	}
+	tr := b.Build()
+	checkTrace(t, rng, tr, want)
+	for _, p := range all {
+		if !tr.Extends(p) {
+			t.Fatalf("the built trace does not extend its closed trace of %d entries", p.Len())
+		}
+		if tr.view(0, p.Len()).Extends(p) != true || (p.Len() > 1 && tr.view(0, p.Len()-1).Extends(p)) {
+			t.Fatalf("views from 0 and the closed trace of %d entries", p.Len())
+		}
+		if tr.view(1, tr.Len()-1).Extends(p) {
+			t.Fatalf("a view from entry 1 extends the closed trace of %d entries", p.Len())
+		}
+	}
+	other := TraceOf(want...)
+	if other.Extends(all[len(all)-1]) {
+		t.Fatal("a trace of the same entries in other storage extends a closed trace")
+	}
+	var empty TraceBuilder
+	if n := empty.Closed().Len(); n != 0 {
+		t.Fatalf("an empty builder's closed trace has %d entries", n)
+	}
+}

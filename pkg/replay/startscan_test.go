@@ -1,0 +1,127 @@
+package replay
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+
+	"github.com/memstat/memstat/internal/realdata"
+	"github.com/memstat/memstat/pkg/snapshot"
+)
+
+// TestStartScanSameResult holds a replay that takes a StartScan begun
+// while its file was read to the replay of the same file read plainly:
+// the same start state and the same result, on recorded workloads (ring
+// cut or not) and the published snapshots. Run it with -race: the scan
+// reads the trace's finished chunks while the reader appends.
+func TestStartScanSameResult(t *testing.T) {
+	type input struct {
+		name string
+		data []byte
+	}
+	var inputs []input
+	for ci, pc := range roundTripCases {
+		for _, maxEntries := range []int{0, 1000} {
+			s, _ := recordWorkload(t, pc, 11, 3000, maxEntries)
+			var buf bytes.Buffer
+			if err := snapshot.Write(&buf, s); err != nil {
+				t.Fatal(err)
+			}
+			inputs = append(inputs, input{fmt.Sprintf("case %d, max entries %d", ci, maxEntries), buf.Bytes()})
+		}
+	}
+	real := realdata.FilesIfPresent()
+	if len(real) == 0 {
+		t.Log("no published snapshots (../shared/testdata/real): recorded workloads only")
+	}
+	for _, fn := range real {
+		data, err := os.ReadFile(fn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		inputs = append(inputs, input{filepath.Base(fn), data})
+	}
+	compared, taken, foreignTaken := 0, 0, 0
+	var prev []byte
+	for _, in := range inputs {
+		plain, err := snapshot.Read(bytes.NewReader(in.data), int64(len(in.data)))
+		if err != nil {
+			t.Fatalf("%s: %v", in.name, err)
+		}
+		scan := NewStartScan()
+		s, err := snapshot.ReadWith(bytes.NewReader(in.data), int64(len(in.data)), snapshot.LoadOptions{TraceGrown: scan.Grown})
+		if err != nil {
+			t.Fatalf("%s: %v", in.name, err)
+		}
+		// A scan of another file's trace is not taken.
+		var foreign *StartScan
+		if prev != nil {
+			foreign = NewStartScan()
+			if _, err := snapshot.ReadWith(bytes.NewReader(prev), int64(len(prev)), snapshot.LoadOptions{TraceGrown: foreign.Grown}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		prev = in.data
+		for d := range s.Devices() {
+			if s.Trace(d).Len() == 0 {
+				continue
+			}
+			o := Options{Device: d, KeepStart: true}
+			want, err := New(plain, o)
+			if err != nil {
+				t.Fatalf("%s: device %d: %v", in.name, d, err)
+			}
+			if foreign != nil {
+				fo := o
+				fo.StartScan = foreign
+				f, err := New(s, fo)
+				if err != nil {
+					t.Fatalf("%s: device %d: %v", in.name, d, err)
+				}
+				if !reflect.DeepEqual(f.start, want.start) {
+					t.Fatalf("%s: device %d: the start state with another file's scan differs", in.name, d)
+				}
+				if foreign.taken {
+					foreignTaken++
+				}
+			}
+			o.StartScan = scan
+			got, err := New(s, o)
+			if err != nil {
+				t.Fatalf("%s: device %d: %v", in.name, d, err)
+			}
+			if !reflect.DeepEqual(got.start, want.start) {
+				t.Fatalf("%s: device %d: the start state with the scan taken differs:\n%+v\nwant\n%+v", in.name, d, got.start, want.start)
+			}
+			gr, err := got.Run()
+			if err != nil {
+				t.Fatalf("%s: device %d: %v", in.name, d, err)
+			}
+			wr, err := want.Run()
+			if err != nil {
+				t.Fatalf("%s: device %d: %v", in.name, d, err)
+			}
+			if !reflect.DeepEqual(gr, wr) {
+				t.Fatalf("%s: device %d: the result with the scan taken differs:\n%+v\nwant\n%+v", in.name, d, gr, wr)
+			}
+			compared++
+		}
+		scan.Stop()
+		if foreign != nil {
+			foreign.Stop()
+		}
+		if scan.taken {
+			taken++
+		}
+	}
+	if foreignTaken > 0 {
+		t.Fatalf("%d scans taken by the replay of another file", foreignTaken)
+	}
+	if taken < len(inputs)/2 {
+		t.Fatalf("%d of %d scans taken: want most (the traces have finished chunks)", taken, len(inputs))
+	}
+	t.Logf("compared %d replays, %d with a scan taken", compared, taken)
+}
