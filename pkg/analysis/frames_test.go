@@ -1,6 +1,7 @@
 package analysis
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/memstat/memstat/pkg/snapshot"
@@ -155,5 +156,47 @@ func TestPhases(t *testing.T) {
 	}
 	if got := PhasesOf(s, 1).At(300); got != "other device" {
 		t.Errorf("device 1 at 300: %q", got)
+	}
+}
+
+// shortFileSplit is ShortFile's last-two-elements rule as it was written
+// before it found the slashes in place: the oracle of TestShortFileInPlace.
+func shortFileSplit(s string) string {
+	parts := strings.Split(strings.TrimLeft(s, "/"), "/")
+	if len(parts) > 2 {
+		parts = parts[len(parts)-2:]
+	}
+	return strings.Join(parts, "/")
+}
+
+// TestShortFileInPlace: the last two path elements found in place are
+// what splitting and joining gave, on paths with empty elements, leading,
+// trailing and repeated slashes, one element, none.
+func TestShortFileInPlace(t *testing.T) {
+	elems := []string{"", "a", "bc", "model.py"}
+	var paths []string
+	var gen func(prefix string, depth int)
+	gen = func(prefix string, depth int) {
+		paths = append(paths, prefix)
+		if depth == 0 {
+			return
+		}
+		for _, e := range elems {
+			gen(prefix+e, depth-1)
+			gen(prefix+e+"/", depth-1)
+		}
+	}
+	gen("", 4)
+	gen("/", 3)
+	for _, p := range paths {
+		if strings.HasPrefix(p, "<") || strings.Contains(p, "site-packages/") || strings.Contains(p, "/lib/python") {
+			continue
+		}
+		if got, want := ShortFile(p), shortFileSplit(p); got != want {
+			t.Fatalf("ShortFile(%q) = %q, splitting gives %q", p, got, want)
+		}
+	}
+	if len(paths) < 1000 {
+		t.Fatalf("only %d paths generated", len(paths))
 	}
 }
