@@ -133,6 +133,10 @@ type builder struct {
 	// entries it was last handed.
 	traceGrown func(*Trace)
 	grownLen   int
+	// entries counts the trace entries; sink, when set, appends them to
+	// trace on a goroutine of its own (entrysink.go) until traceDone.
+	entries int
+	sink    *entrySink
 }
 
 func newBuilder(vs *pickle.Values) *builder {
@@ -400,18 +404,32 @@ func (b *builder) entry() (pickle.Value, bool, error) {
 		// in file order, as the trace's indices do.
 		return b.stream.entry(b, e, c)
 	}
-	if b.trace.Len() >= caps.entries {
+	if b.entries >= caps.entries {
 		return pickle.None, false, fmt.Errorf("more than %d trace entries, the limit (MaxTraceEntries)", caps.entries)
 	}
+	b.entries++
 	// The entries go straight into the compact trace (some 12 bytes an
 	// entry, in chunks that are never copied): no 40-byte array of them
-	// is ever held, nor doubled as it grows.
-	b.trace.Append(e)
-	if b.traceGrown != nil && b.trace.ClosedLen() != b.grownLen {
-		b.grownLen = b.trace.ClosedLen()
-		b.traceGrown(b.trace.Closed())
+	// is ever held, nor doubled as it grows. A large file's go through
+	// the sink, appended on another goroutine.
+	if b.sink != nil {
+		b.sink.add(e)
+	} else {
+		b.trace.Append(e)
+		if b.traceGrown != nil && b.trace.ClosedLen() != b.grownLen {
+			b.grownLen = b.trace.ClosedLen()
+			b.traceGrown(b.trace.Closed())
+		}
 	}
-	return pickle.Record(tagEntry, uint64(b.trace.Len()-1)), true, nil
+	return pickle.Record(tagEntry, uint64(b.entries-1)), true, nil
+}
+
+// traceDone ends the sink, if one runs: the trace is complete and this
+// goroutine's.
+func (b *builder) traceDone() {
+	if b.sink != nil {
+		b.sink.finish()
+	}
 }
 
 // action parses an entry's action, once per distinct string: the few
@@ -700,14 +718,20 @@ func (b *builder) poolID(what string, k int) (PoolID, error) {
 func (b *builder) footprint() int64 {
 	// The trace counts what its chunks hold (an entry some 12 bytes, a
 	// chunk at most traceChunkMax ahead).
-	n := b.trace.Bytes() +
-		int64(b.blocks.cap)*int64(unsafe.Sizeof(Block{})) + int64(cap(b.blocks.chunks))*24 +
+	n := int64(b.blocks.cap)*int64(unsafe.Sizeof(Block{})) + int64(cap(b.blocks.chunks))*24 +
 		int64(cap(b.segments))*int64(unsafe.Sizeof(pendingSegment{})) +
 		int64(cap(b.history))*int64(unsafe.Sizeof(historyEntry{})) +
 		int64(cap(b.strs))*16 + int64(len(b.strIdx))*32 + int64(len(b.textIDs))*32 +
 		int64(cap(b.blockTaken)) + int64(cap(b.frameIDs))*4 + int64(cap(b.actionOf)) +
 		int64(len(b.contexts.list))*int64(unsafe.Sizeof(EntryContext{})*2) +
 		b.stacks.footprint()
+	if b.sink != nil && !b.sink.closed {
+		// What the sink has appended: at most its batches behind (their
+		// fixed 160 KiB, like the read-ahead's buffers, not counted).
+		n += b.sink.bytes.Load()
+	} else {
+		n += b.trace.Bytes()
+	}
 	// A segment's list of block indices: each block is taken once.
 	n += int64(b.blocks.cap) * 4
 	return n

@@ -250,6 +250,10 @@ func decode(r io.Reader, size int64, stream *entryStream, flat bool, grown func(
 	b := newBuilder(vs)
 	b.stream = stream
 	b.traceGrown = grown
+	if stream == nil && size >= entrySinkMin {
+		b.sink = startEntrySink(&b.trace, grown)
+		defer b.traceDone() // a reading that fails ends it too
+	}
 	var top pickle.Value
 	if isJSONStart(head) {
 		features.JSON = true
@@ -407,6 +411,7 @@ func (l *limitReader) Read(p []byte) (int, error) {
 
 // assemble turns the decoded top-level value into a Snapshot.
 func (b *builder) assemble(top pickle.Value) (*Snapshot, error) {
+	b.traceDone()
 	vs := b.vs
 	s := &Snapshot{Stacks: b.stacks}
 	if b.unknownActions > 0 {
@@ -590,6 +595,7 @@ func (b *builder) traces(s *Snapshot, v pickle.Value) error {
 	// each entry: PyTorch writes one dict per entry, and one dict listed
 	// a million times (2 bytes a reference) would replay a million times.
 	taken := map[uint64]int{}
+	b.traceDone()
 	all := b.trace.Build()
 	entryTaken := make([]bool, all.Len())
 	takeEntry := func(d, i int, n uint64) error {
