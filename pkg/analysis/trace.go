@@ -447,6 +447,10 @@ func (w *TraceWalk) Run(fr *Frames, q TraceQuery, emit func(*TraceEvent) error) 
 		}
 	}
 	defer func() { w.onEvent = nil }()
+	// The walk steps to the end (a closed pipe aside) and finishes with
+	// Result: the tally Result's bounds read is counted beside it (the
+	// printer's core has room: its rows cost less than the steps).
+	r.TallyAhead()
 	for emitErr == nil {
 		if err := r.Step(); err != nil {
 			if errors.Is(err, io.EOF) {
