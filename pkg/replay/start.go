@@ -234,9 +234,52 @@ func (t *touchScan) note(i int, e *snapshot.TraceEntry) {
 func (t *touchScan) sortedAddrs() []uint64 {
 	out := make([]uint64, 0, t.set.len())
 	t.set.each(func(addr uint64, _ uint32) { out = append(out, addr) })
+	// The set's slots (at least twice as many) are the sort's scratch.
+	scratch := t.set.keys
 	t.set = addrMap{}
-	slices.Sort(out)
+	sortAddrs(out, scratch)
 	return out
+}
+
+// sortAddrs sorts a in increasing order, using scratch (of at least
+// len(a) elements, overwritten) when it can: a radix sort, a pass per
+// byte in which the addresses differ (five or so: one process's device
+// addresses share their top bytes), each pass a count and a scatter,
+// against pdqsort's 18 compare-and-swap levels for 200,000 addresses
+// (a third of rebuilding the start once the scan runs beside the reading).
+func sortAddrs(a, scratch []uint64) {
+	if len(a) < 1024 || len(scratch) < len(a) {
+		slices.Sort(a)
+		return
+	}
+	or, and := uint64(0), ^uint64(0)
+	for _, x := range a {
+		or, and = or|x, and&x
+	}
+	differ := or ^ and
+	src, dst := a, scratch[:len(a)]
+	for shift := uint(0); shift < 64; shift += 8 {
+		if differ>>shift&0xff == 0 {
+			continue
+		}
+		var at [256]int
+		for _, x := range src {
+			at[x>>shift&0xff]++
+		}
+		sum := 0
+		for d, n := range at {
+			at[d], sum = sum, sum+n
+		}
+		for _, x := range src {
+			d := x >> shift & 0xff
+			dst[at[d]] = x
+			at[d]++
+		}
+		src, dst = dst, src
+	}
+	if &src[0] != &a[0] {
+		copy(a, src)
+	}
 }
 
 // pair notes an allocation's stack, or compares a free's with the stack

@@ -3,9 +3,11 @@ package replay
 import (
 	"bytes"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/memstat/memstat/internal/realdata"
@@ -124,4 +126,42 @@ func TestStartScanSameResult(t *testing.T) {
 		t.Fatalf("%d of %d scans taken: want most (the traces have finished chunks)", taken, len(inputs))
 	}
 	t.Logf("compared %d replays, %d with a scan taken", compared, taken)
+}
+
+// TestSortAddrs holds the touch scan's radix sort to slices.Sort: device
+// addresses (a shared top, 512-byte steps), random keys, duplicates, keys
+// differing in one byte only, short inputs and too little scratch.
+func TestSortAddrs(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	inputs := map[string][]uint64{"empty": nil, "one": {7}}
+	for _, n := range []int{10, 1023, 1024, 5000, 200_000} {
+		dev := make([]uint64, n)
+		anyKey := make([]uint64, n)
+		dup := make([]uint64, n)
+		oneByte := make([]uint64, n)
+		for i := range n {
+			dev[i] = 0x7f0000000000 + rng.Uint64N(1<<36)&^511
+			anyKey[i] = rng.Uint64()
+			dup[i] = uint64(rng.IntN(50)) << 40
+			oneByte[i] = 0x1234000000000000 | uint64(rng.IntN(256))<<24
+		}
+		inputs[fmt.Sprint("device ", n)] = dev
+		inputs[fmt.Sprint("random ", n)] = anyKey
+		inputs[fmt.Sprint("duplicates ", n)] = dup
+		inputs[fmt.Sprint("one byte ", n)] = oneByte
+	}
+	for name, in := range inputs {
+		for _, scratch := range []int{len(in), 2*len(in) + 5, len(in) - 1} {
+			if scratch < 0 {
+				continue
+			}
+			got := slices.Clone(in)
+			sortAddrs(got, make([]uint64, scratch))
+			want := slices.Clone(in)
+			slices.Sort(want)
+			if !slices.Equal(got, want) {
+				t.Fatalf("%s, scratch %d: not sorted as slices.Sort sorts", name, scratch)
+			}
+		}
+	}
 }
