@@ -145,6 +145,24 @@ func runReport(opts *Options) error {
 		}
 		rep.Devices = append(rep.Devices, dev)
 	}
+	// The devices' sections are drawn (htmlreport.Prepare: the timeline's
+	// picture, the segment map, the tables) while the interactive timeline
+	// is finished and encoded, on the other core, not after it.
+	type prepared struct {
+		page *htmlreport.Page
+		err  error
+	}
+	prep := make(chan prepared, 1)
+	go func() {
+		var pr prepared
+		defer func() {
+			if p := parallel.Recovered(recover()); p != nil {
+				pr.err = p
+			}
+			prep <- pr
+		}()
+		pr.page, pr.err = htmlreport.Prepare(rep)
+	}()
 	if len(traced) > 0 {
 		data, err := st.wait()
 		if _, bug := err.(*parallel.PanicError); bug {
@@ -158,7 +176,18 @@ func runReport(opts *Options) error {
 		}
 		rep.Interactive = template.HTML(frag)
 	}
-	if err := atomicfile.Write(opts.Output, func(w io.Writer) error { return htmlreport.Write(w, rep) }); err != nil {
+	pr := <-prep
+	if _, bug := pr.err.(*parallel.PanicError); bug {
+		return pr.err
+	}
+	// A page that could not be drawn fails as its writing did when it was
+	// drawn while written: "writing OUT.html: ...".
+	if err := atomicfile.Write(opts.Output, func(w io.Writer) error {
+		if pr.err != nil {
+			return pr.err
+		}
+		return pr.page.Write(w)
+	}); err != nil {
 		return err
 	}
 	fmt.Fprintf(opts.IO.Out, "%s: %d device(s)\n", opts.Output, len(rep.Devices))

@@ -80,14 +80,42 @@ const PageBudget = 9_500_000
 
 // Write renders the report as one self-contained HTML page.
 func Write(w io.Writer, r *Report) error {
-	v := view{File: r.File, Version: r.Version, Warnings: r.Warnings, Interactive: r.Interactive}
+	p, err := Prepare(r)
+	if err != nil {
+		return err
+	}
+	return p.Write(w)
+}
+
+// Page is a report with its devices' sections drawn (their tables, the
+// timeline's picture, the stacks, the segment map), to be written once
+// the rest of the report is: memstat report prepares it beside the
+// drawing of the interactive timeline, on the other core, rather than
+// after it.
+type Page struct {
+	r       *Report
+	devices []devView
+}
+
+// Prepare draws the sections of r's devices; it reads r.File and
+// r.Devices only, which must not change until the page is written.
+func Prepare(r *Report) (*Page, error) {
+	p := &Page{r: r}
 	for i := range r.Devices {
 		dv, err := deviceView(r.File, &r.Devices[i])
 		if err != nil {
-			return err
+			return nil, err
 		}
-		v.Devices = append(v.Devices, dv)
+		p.devices = append(p.devices, dv)
 	}
+	return p, nil
+}
+
+// Write renders the page, with the report's version, warnings and
+// interactive timeline as they are now.
+func (p *Page) Write(w io.Writer) error {
+	r := p.r
+	v := view{File: r.File, Version: r.Version, Warnings: r.Warnings, Interactive: r.Interactive, Devices: p.devices}
 	var buf bytes.Buffer
 	// render renders the page with the first whole devices whole.
 	render := func(whole int) error {
