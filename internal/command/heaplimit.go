@@ -78,7 +78,11 @@ func limitHeapFor(file string) {
 // heapLoaded raises the limit to what replaying s needs (the live heap
 // measured now plus the replay's share), when that is more than the
 // files' size.
-func heapLoaded(s *snapshot.Snapshot) {
+func heapLoaded(s *snapshot.Snapshot) { heapLoadedAside(s, 0) }
+
+// heapLoadedAside is heapLoaded where aside bytes of the live heap are
+// the replay's already (parallel.HeapLimit.AddLoadedAside).
+func heapLoadedAside(s *snapshot.Snapshot, aside int64) {
 	heapLimit.mu.Lock()
 	defer heapLimit.mu.Unlock()
 	if heapLimit.h == nil {
@@ -91,7 +95,7 @@ func heapLoaded(s *snapshot.Snapshot) {
 	for i := range s.Segments {
 		blocks += len(s.Segments[i].Blocks)
 	}
-	heapLimit.h.AddLoaded(entries, blocks)
+	heapLimit.h.AddLoadedAside(entries, blocks, aside)
 }
 
 // ReleaseHeapLimit restores the memory limit there was before the command

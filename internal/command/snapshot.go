@@ -3,7 +3,9 @@ package command
 import (
 	"fmt"
 	"io"
+	"os"
 
+	"github.com/memstat/memstat/pkg/replay"
 	"github.com/memstat/memstat/pkg/report"
 	"github.com/memstat/memstat/pkg/snapshot"
 )
@@ -24,6 +26,52 @@ func LoadSnapshot(errOut io.Writer, file string) (*snapshot.Snapshot, error) {
 	}
 	return s, nil
 }
+
+// LoadSnapshotScanned is LoadSnapshot with the start rebuild's pass over
+// the trace run beside the reading (replay.StartScan, on the core the
+// decoder leaves idle), as stats does: the replay that takes it (via
+// analysis.Want.StartScan or replay.Options.StartScan) scans only the
+// trace's last part. Not for a file over StartScanMaxFile, or not a
+// regular file: scan is nil then. The caller stops a scan it was given
+// (StartScan.Stop) once its replays are made.
+func LoadSnapshotScanned(errOut io.Writer, file string) (s *snapshot.Snapshot, scan *replay.StartScan, err error) {
+	limitHeapFor(file)
+	var lo snapshot.LoadOptions
+	if st, serr := os.Stat(file); serr == nil && st.Mode().IsRegular() && st.Size() <= StartScanMaxFile {
+		scan = replay.NewStartScan()
+		lo.TraceGrown = scan.Grown
+	}
+	s, err = snapshot.LoadWith(file, lo)
+	if err != nil {
+		if scan != nil {
+			scan.Stop()
+		}
+		return nil, nil, err
+	}
+	// The scan's sets, live now, are the start rebuild's, which the
+	// replay's need counts already.
+	aside := int64(0)
+	if scan != nil {
+		for _, tr := range s.Traces {
+			aside += startScanPerEntry * int64(tr.Len())
+		}
+	}
+	heapLoadedAside(s, aside)
+	for _, w := range WarningLines(file, s) {
+		fmt.Fprintln(errOut, w)
+	}
+	return s, scan, nil
+}
+
+// StartScanMaxFile is the largest file LoadSnapshotScanned scans beside
+// its reading: the scan's address sets (some 11 bytes a trace entry) live
+// beside the decoder's peak, which above the heap limit's floor they
+// raise (stats' startScanMaxFile, the same bound).
+const StartScanMaxFile = 256 << 20
+
+// startScanPerEntry is the scan's address sets per trace entry, about
+// (torch-100MB: 860,000 entries, some 9-10 MB).
+const startScanPerEntry = 11
 
 // WarningLines are a snapshot's warnings as memstat prints them on stderr,
 // for commands that load files in parallel and print the warnings later,

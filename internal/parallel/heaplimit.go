@@ -190,14 +190,20 @@ func (h *HeapLimit) Hold(perEntry, perBlock int64) {
 
 // AddLoaded is Loaded for one more snapshot, the first file added and not
 // yet loaded: the replays' needs add up.
-func (h *HeapLimit) AddLoaded(entries, blocks int) {
+func (h *HeapLimit) AddLoaded(entries, blocks int) { h.AddLoadedAside(entries, blocks, 0) }
+
+// AddLoadedAside is AddLoaded where aside bytes of the live heap are
+// already the replay's (the start rebuild's address sets, scanned while
+// the file was read: replay.StartScan), which its need counts: the heap
+// measured now less aside, so that they do not count twice.
+func (h *HeapLimit) AddLoadedAside(entries, blocks int, aside int64) {
 	if !h.active {
 		return
 	}
 	if len(h.pending) > 0 {
 		h.pending = h.pending[1:]
 	}
-	h.loaded = h.measureHeap()
+	h.loaded = max(0, h.measureHeap()-aside)
 	if h.alone {
 		h.replay += replayAloneNeed(entries, blocks)
 	} else {

@@ -4,6 +4,7 @@ import (
 	"slices"
 
 	"github.com/memstat/memstat/pkg/allocator"
+	"github.com/memstat/memstat/pkg/replay"
 	"github.com/memstat/memstat/pkg/snapshot"
 )
 
@@ -46,6 +47,11 @@ type Want struct {
 	// result's bounds, not the simulation, so the replays the Replayed
 	// runs again for states do without it.
 	Captures bool
+	// StartScan is the start rebuild's pass begun while the snapshot was
+	// read (replay.Options.StartScan; command.LoadSnapshotScanned): the
+	// replay of the device whose trace it scanned takes it, others scan
+	// for themselves.
+	StartScan *replay.StartScan
 }
 
 // capturer takes the wanted states during the replay. Entries named by

@@ -107,7 +107,7 @@ func ReplayObservedFor(s *snapshot.Snapshot, device int, want Want, start func(a
 		c = newCapturer(rp, trace, want)
 	}()
 	rp.runtimeSettings = want.RuntimeSettings
-	r, err := replay.New(s, replay.Options{Device: device, RuntimeSettings: want.RuntimeSettings, Captures: want.Captures, OnEvent: func(i int, e snapshot.TraceEntry, a *allocator.Allocator) {
+	r, err := replay.New(s, replay.Options{Device: device, RuntimeSettings: want.RuntimeSettings, Captures: want.Captures, StartScan: want.StartScan, OnEvent: func(i int, e snapshot.TraceEntry, a *allocator.Allocator) {
 		switch {
 		case rp.Allocated != nil:
 			al, re := a.AllocatedReserved()

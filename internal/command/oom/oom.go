@@ -95,12 +95,15 @@ func runOOM(opts *Options) error {
 	// The heap limit counts the figures and two states (the start and the
 	// peak's guess; a trace's ooms add one each: few).
 	command.NeedHeap(command.HeapNeed{PerEntry: command.FiguresPerEntry, PerBlock: 2 * command.StatePerBlock})
-	snap, err := command.LoadSnapshot(opts.IO.ErrOut, opts.File)
+	snap, scan, err := command.LoadSnapshotScanned(opts.IO.ErrOut, opts.File)
 	if err != nil {
 		return err
 	}
+	if scan != nil {
+		defer scan.Stop()
+	}
 	fr := analysis.NewFrames(snap.Stacks, opts.AllFrames)
-	out, err := command.ReplayEachFor(opts.IO.ErrOut, opts.File, snap, opts.Device, analysis.Want{OOMs: true, CompactFigures: true}, func(rp *analysis.Replayed) (deviceOOM, error) {
+	out, err := command.ReplayEachFor(opts.IO.ErrOut, opts.File, snap, opts.Device, analysis.Want{OOMs: true, CompactFigures: true, StartScan: scan}, func(rp *analysis.Replayed) (deviceOOM, error) {
 		rep, err := analysis.ExplainOOMsTop(rp, fr, opts.Top)
 		return deviceOOM{rp, rep}, err
 	})

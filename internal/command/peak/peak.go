@@ -103,12 +103,15 @@ type devicePeak struct {
 func runPeak(opts *Options) error {
 	// The heap limit counts the figures and the two states the replay holds.
 	command.NeedHeap(command.HeapNeed{PerEntry: command.FiguresPerEntry, PerBlock: 2 * command.StatePerBlock})
-	snap, err := command.LoadSnapshot(opts.IO.ErrOut, opts.File)
+	snap, scan, err := command.LoadSnapshotScanned(opts.IO.ErrOut, opts.File)
 	if err != nil {
 		return err
 	}
+	if scan != nil {
+		defer scan.Stop()
+	}
 	fr := analysis.NewFrames(snap.Stacks, opts.AllFrames)
-	out, err := command.ReplayEachFor(opts.IO.ErrOut, opts.File, snap, opts.Device, analysis.Want{PeakAllocated: true, CompactFigures: true, LiveOnly: true}, func(rp *analysis.Replayed) (devicePeak, error) {
+	out, err := command.ReplayEachFor(opts.IO.ErrOut, opts.File, snap, opts.Device, analysis.Want{PeakAllocated: true, CompactFigures: true, LiveOnly: true, StartScan: scan}, func(rp *analysis.Replayed) (devicePeak, error) {
 		p, err := analysis.FindPeak(rp)
 		if err != nil {
 			return devicePeak{}, err

@@ -102,9 +102,12 @@ func runReport(opts *Options) error {
 	// before (peak RSS 985 -> 924 MB); torch-100MB 68 MB, need 80 MB
 	// (peak RSS 139-149 -> 106-107 MB, user CPU unchanged).
 	command.NeedHeap(command.HeapNeed{PerEntry: command.FiguresPerEntry + 12, PerBlock: 2*command.StatePerBlock + 32})
-	snap, err := command.LoadSnapshot(opts.IO.ErrOut, opts.File)
+	snap, scan, err := command.LoadSnapshotScanned(opts.IO.ErrOut, opts.File)
 	if err != nil {
 		return err
+	}
+	if scan != nil {
+		defer scan.Stop()
 	}
 	rep := &htmlreport.Report{File: opts.File, Warnings: snap.Warnings}
 	devices := []int{}
@@ -138,7 +141,7 @@ func runReport(opts *Options) error {
 	}
 	st := startStatic(opts.File, snap, traced)
 	for _, d := range devices {
-		dev, err := device(snap, d, opts, st.built)
+		dev, err := device(snap, d, opts, scan, st.built)
 		if err != nil {
 			st.stop()
 			return fmt.Errorf("%s: device %d: %w", opts.File, d, err)
@@ -200,7 +203,7 @@ func runReport(opts *Options) error {
 // A device with a trace is replayed once for its intervals (pkg/view),
 // which the interactive timeline draws: built is given the model as soon
 // as it is.
-func device(snap *snapshot.Snapshot, d int, opts *Options, built func(int, *view.Model)) (htmlreport.Device, error) {
+func device(snap *snapshot.Snapshot, d int, opts *Options, scan *replay.StartScan, built func(int, *view.Model)) (htmlreport.Device, error) {
 	dev := htmlreport.Device{Device: d}
 	fr := analysis.NewFrames(snap.Stacks, false)
 	// The timeline and the interactive timeline's intervals sample the
@@ -214,7 +217,7 @@ func device(snap *snapshot.Snapshot, d int, opts *Options, built func(int, *view
 	// The states reportStates asks for, captured during the same replay.
 	// The figures after each entry in 4 bytes an entry, not 16 (the view's
 	// model shares them).
-	want := analysis.Want{PeakAllocated: true, OOMs: true, CompactFigures: true, RuntimeSettings: opts.RuntimeSettings, Captures: opts.Captures}
+	want := analysis.Want{PeakAllocated: true, OOMs: true, CompactFigures: true, RuntimeSettings: opts.RuntimeSettings, Captures: opts.Captures, StartScan: scan}
 	if snap.Trace(d).Len() > 0 {
 		if tl, tlErr = timeline.NewBuilder(snap, timeline.Options{Device: d}); tlErr == nil {
 			each = tl.Observe

@@ -173,13 +173,16 @@ func runSegments(opts *Options) error {
 	// The heap limit counts the figures and, with --at, two states (--at
 	// peak: the start and the peak's guess).
 	command.NeedHeap(command.HeapNeed{PerEntry: command.FiguresPerEntry, PerBlock: 2 * command.StatePerBlock})
-	snap, err := command.LoadSnapshot(opts.IO.ErrOut, opts.File)
+	snap, scan, err := command.LoadSnapshotScanned(opts.IO.ErrOut, opts.File)
 	if err != nil {
 		return err
 	}
+	if scan != nil {
+		defer scan.Stop()
+	}
 	fr := analysis.NewFrames(snap.Stacks, false)
 	// The figures are printed at one entry: compact (see Want).
-	want := analysis.Want{CompactFigures: true}
+	want := analysis.Want{CompactFigures: true, StartScan: scan}
 	switch {
 	case opts.at == analysis.AtPeak:
 		want.PeakReserved = true
