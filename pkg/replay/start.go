@@ -350,7 +350,7 @@ func reconstructStart(cfg allocator.Config, tr *snapshot.Trace, streams streamTa
 	var touchedSorted [2][]uint64
 	from := 0
 	if pre := pre.take(tr); pre != nil {
-		shards, from = pre.shards, pre.scanned.Len()
+		shards, from = pre.shards, pre.n
 		for _, x := range pre.segs {
 			segment(x.idx, x.e)
 		}

@@ -2,6 +2,7 @@ package replay
 
 import (
 	"sync"
+	"sync/atomic"
 
 	"github.com/memstat/memstat/pkg/snapshot"
 )
@@ -28,11 +29,17 @@ type StartScan struct {
 	wake    chan struct{}
 	done    chan struct{}
 
+	// halt asks the goroutine to stop within a block of entries: a
+	// replay that takes the scan scans the rest on both cores rather
+	// than wait for one to finish it.
+	halt atomic.Bool
+
 	// Owned by the goroutine until done is closed.
 	shards [2]touchScan
 	// segs are the segment events scanned, in trace order.
 	segs []firstFree
-	// scanned is the prefix scanned so far (its Len entries).
+	// n entries are scanned, of the part handed on last scanned from.
+	n       int
 	scanned *snapshot.Trace
 }
 
@@ -60,8 +67,8 @@ func (s *StartScan) Grown(prefix *snapshot.Trace) {
 	}
 }
 
-// Stop waits for the scan of the parts handed to it so far and ends its
-// goroutine. Later calls do nothing.
+// Stop waits for the scan of the parts handed to it so far (unless a
+// replay halted it) and ends its goroutine. Later calls do nothing.
 func (s *StartScan) Stop() {
 	s.mu.Lock()
 	if !s.stopped {
@@ -80,15 +87,23 @@ func (s *StartScan) run() {
 		s.mu.Lock()
 		p := s.latest
 		s.mu.Unlock()
-		if p != nil && p.Len() > s.scanned.Len() && (s.scanned == nil || p.Extends(s.scanned)) {
-			s.scan(p)
+		if p != nil && p.Len() > s.n && (s.scanned == nil || p.Extends(s.scanned)) {
+			if !s.scan(p) {
+				return
+			}
 		}
 	}
 }
 
-// scan notes the entries of p past those scanned, each in its half.
-func (s *StartScan) scan(p *snapshot.Trace) {
-	for i, e := range p.From(s.scanned.Len()) {
+// scan notes the entries of p past those scanned, each in its half; it
+// returns false when halted.
+func (s *StartScan) scan(p *snapshot.Trace) bool {
+	s.scanned = p
+	for i, e := range p.From(s.n) {
+		if i&(haltEvery-1) == 0 && s.halt.Load() {
+			return false
+		}
+		s.n = i + 1
 		switch e.Action {
 		case snapshot.ActionAlloc, snapshot.ActionFreeRequested, snapshot.ActionFreeCompleted, snapshot.ActionFree:
 			s.shards[touchShard(e.Addr)].note(i, &e)
@@ -96,18 +111,22 @@ func (s *StartScan) scan(p *snapshot.Trace) {
 			s.segs = append(s.segs, firstFree{i, e})
 		}
 	}
-	s.scanned = p
+	return true
 }
 
-// take stops the scan and returns it if tr continues the trace it
+// haltEvery: the scan looks at halt once per this many entries.
+const haltEvery = 256
+
+// take halts the scan and returns it if tr continues the trace it
 // scanned (and it scanned something, and no replay took it before), nil
 // otherwise. A nil StartScan takes nothing.
 func (s *StartScan) take(tr *snapshot.Trace) *StartScan {
 	if s == nil {
 		return nil
 	}
+	s.halt.Store(true)
 	s.Stop()
-	if s.taken || s.scanned.Len() == 0 || !tr.Extends(s.scanned) {
+	if s.taken || s.n == 0 || s.n > tr.Len() || !tr.Extends(s.scanned) {
 		return nil
 	}
 	s.taken = true

@@ -58,6 +58,15 @@ func TestStartScanSameResult(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", in.name, err)
 		}
+		// Stopped first, the scan covers every part handed on (what the
+		// count of scans taken below relies on); a hasty one is halted
+		// by the replay that takes it, wherever its goroutine is.
+		scan.Stop()
+		hasty := NewStartScan()
+		hs, err := snapshot.ReadWith(bytes.NewReader(in.data), int64(len(in.data)), snapshot.LoadOptions{TraceGrown: hasty.Grown})
+		if err != nil {
+			t.Fatalf("%s: %v", in.name, err)
+		}
 		// A scan of another file's trace is not taken.
 		var foreign *StartScan
 		if prev != nil {
@@ -90,6 +99,15 @@ func TestStartScanSameResult(t *testing.T) {
 					foreignTaken++
 				}
 			}
+			ho := o
+			ho.StartScan = hasty
+			h, err := New(hs, ho)
+			if err != nil {
+				t.Fatalf("%s: device %d: %v", in.name, d, err)
+			}
+			if !reflect.DeepEqual(h.start, want.start) {
+				t.Fatalf("%s: device %d: the start state with a halted scan taken (%d entries) differs", in.name, d, hasty.n)
+			}
 			o.StartScan = scan
 			got, err := New(s, o)
 			if err != nil {
@@ -111,7 +129,7 @@ func TestStartScanSameResult(t *testing.T) {
 			}
 			compared++
 		}
-		scan.Stop()
+		hasty.Stop()
 		if foreign != nil {
 			foreign.Stop()
 		}
@@ -163,5 +181,71 @@ func TestSortAddrs(t *testing.T) {
 				t.Fatalf("%s, scratch %d: not sorted as slices.Sort sorts", name, scratch)
 			}
 		}
+	}
+}
+
+// TestStartScanHaltedMidway takes scans halted inside each part handed
+// on (a halted scan stops at the next multiple of haltEvery entries):
+// the replay scans the rest, and the start state and the result are a
+// plain replay's.
+func TestStartScanHaltedMidway(t *testing.T) {
+	s0, _ := recordWorkload(t, roundTripCases[0], 12, 6000, 0)
+	var buf bytes.Buffer
+	if err := snapshot.Write(&buf, s0); err != nil {
+		t.Fatal(err)
+	}
+	data := buf.Bytes()
+	var parts []*snapshot.Trace
+	s, err := snapshot.ReadWith(bytes.NewReader(data), int64(len(data)), snapshot.LoadOptions{TraceGrown: func(p *snapshot.Trace) { parts = append(parts, p) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(parts) < 3 {
+		t.Fatalf("%d parts handed on: want several", len(parts))
+	}
+	want, err := New(s, Options{KeepStart: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wr, err := want.Run()
+	if err != nil {
+		t.Fatal(err)
+	}
+	partial := 0
+	for k, part := range parts {
+		// No goroutine: the test scans as the goroutine would.
+		sc := &StartScan{wake: make(chan struct{}, 1), done: make(chan struct{})}
+		close(sc.done)
+		for _, p := range parts[:k] {
+			sc.scan(p)
+		}
+		before := sc.n
+		sc.halt.Store(true)
+		if sc.scan(part) {
+			t.Fatalf("part %d: a halted scan went on to its end", k)
+		}
+		if sc.n > before && sc.n < part.Len() {
+			partial++
+		}
+		r, err := New(s, Options{KeepStart: true, StartScan: sc})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sc.n > 0 && !sc.taken {
+			t.Fatalf("part %d, halted after %d entries: not taken", k, sc.n)
+		}
+		if !reflect.DeepEqual(r.start, want.start) {
+			t.Fatalf("part %d, halted after %d entries: the start state differs", k, sc.n)
+		}
+		got, err := r.Run()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, wr) {
+			t.Fatalf("part %d, halted after %d entries: the result differs", k, sc.n)
+		}
+	}
+	if partial == 0 {
+		t.Fatalf("no scan halted inside a part (%d parts)", len(parts))
 	}
 }
