@@ -42,7 +42,8 @@ fidelity:
 	$(GO) test -count=1 -timeout 60m -run '^TestRoundTrip$$' ./pkg/replay -v -roundtrip.runs=$(FIDELITY_RUNS) -roundtrip.table | grep -v '^=== RUN\|^--- PASS\|^PASS$$\|^ok \|^    '
 
 # A short run of every fuzz target (CI runs this too): the decoder, the
-# reader, trace --stream's lazy reading against the ordinary one, every
+# reader, trace --stream's lazy reading against the ordinary one, its skim
+# in pieces against the skim in order, every
 # command from bytes to output (replay, what-if, advise, export, report,
 # trace, ...), workload files and rules files. Each runs a
 # number of inputs (about 10 s each on a 2-core machine), not a duration: a
@@ -51,10 +52,11 @@ fidelity:
 # (golang/go#75804, fixed in Go 1.27). A new interesting input is
 # minimized for at most 500 runs (Go's default is up to 60 s each, which
 # stalled a CI run for a minute). FUZZTIME=30s (or 5000x) sets one budget
-# for all six.
+# for all seven.
 FUZZ_DECODE ?= 40000x
 FUZZ_READ ?= 20000x
 FUZZ_STREAMLAZY ?= 5000x
+FUZZ_SKIMSPLIT ?= 10000x
 FUZZ_COMMANDS ?= 600x
 FUZZ_WORKLOAD ?= 200000x
 FUZZ_RULES ?= 200000x
@@ -62,6 +64,7 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz='^FuzzDecode$$' -fuzzminimizetime=500x -fuzztime=$(or $(FUZZTIME),$(FUZZ_DECODE)) ./pkg/pickle
 	$(GO) test -run='^$$' -fuzz='^FuzzRead$$' -fuzzminimizetime=500x -fuzztime=$(or $(FUZZTIME),$(FUZZ_READ)) ./pkg/snapshot
 	$(GO) test -run='^$$' -fuzz='^FuzzStreamLazy$$' -fuzzminimizetime=500x -fuzztime=$(or $(FUZZTIME),$(FUZZ_STREAMLAZY)) ./pkg/snapshot
+	$(GO) test -run='^$$' -fuzz='^FuzzSkimSplit$$' -fuzzminimizetime=500x -fuzztime=$(or $(FUZZTIME),$(FUZZ_SKIMSPLIT)) ./pkg/pickle
 	$(GO) test -run='^$$' -fuzz='^FuzzCommands$$' -fuzzminimizetime=500x -fuzztime=$(or $(FUZZTIME),$(FUZZ_COMMANDS)) ./internal/command/root
 	$(GO) test -run='^$$' -fuzz='^FuzzWorkloadFile$$' -fuzzminimizetime=500x -fuzztime=$(or $(FUZZTIME),$(FUZZ_WORKLOAD)) ./pkg/workload
 	$(GO) test -run='^$$' -fuzz='^FuzzRulesFile$$' -fuzzminimizetime=500x -fuzztime=$(or $(FUZZTIME),$(FUZZ_RULES)) ./pkg/check

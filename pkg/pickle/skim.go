@@ -1,10 +1,12 @@
 package pickle
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"io"
 	"math"
+	"slices"
 )
 
 // Skim is what a skim of a pickle's first part found (see SkimTo): where a
@@ -17,8 +19,11 @@ type Skim struct {
 	// Stop is the input offset of the opcode that pushes the key.
 	Stop int64
 	// Memo is how many objects the memo holds at Stop.
-	Memo  int
-	proto int
+	Memo int
+	// Pieces is how many pieces skimmed on goroutines of their own were
+	// joined (SkimAt; 0 for a skim in order).
+	Pieces int
+	proto  int
 	// span[i] is the memo's object i: its first byte and one past its
 	// last (0 while the object is still being built at Stop).
 	span spanPages
@@ -37,10 +42,16 @@ type skimSpan struct {
 	start, end uint32
 }
 
-// spanPages holds the spans in pages that are never copied as they grow.
+// spanPages holds the spans in pages that are never copied as they grow:
+// its own n, the spans of objects first to first+n-1, and the spans of
+// the objects before, joined from other walks (see skimsplit.go), in
+// prev.
 type spanPages struct {
 	pages [][]skimSpan
 	n     int
+	first int
+	prev  []spanPages
+	total int // first + n
 }
 
 const spanPageBits = 12
@@ -51,10 +62,32 @@ func (p *spanPages) add(s skimSpan) {
 	}
 	p.pages[p.n>>spanPageBits][p.n&(1<<spanPageBits-1)] = s
 	p.n++
+	p.total++
 }
 
+// count is how many objects have spans.
+func (p *spanPages) count() int { return p.total }
+
 func (p *spanPages) at(i int) *skimSpan {
+	if i < p.first {
+		return p.prevAt(i)
+	}
+	i -= p.first
 	return &p.pages[i>>spanPageBits][i&(1<<spanPageBits-1)]
+}
+
+func (p *spanPages) prevAt(i int) *skimSpan {
+	k, _ := slices.BinarySearchFunc(p.prev, i, func(q spanPages, i int) int { return cmp.Compare(q.first+q.n, i+1) })
+	return p.prev[k].at(i)
+}
+
+// join makes q's spans (numbered from 0) follow p's.
+func (p *spanPages) join(q spanPages) {
+	if p.n > 0 {
+		p.prev = append(p.prev, spanPages{pages: p.pages, n: p.n, first: p.first})
+	}
+	p.pages, p.first, p.n = q.pages, p.first+p.n, q.n
+	p.total = p.first + p.n
 }
 
 // ErrSkim says the skim met a pickle it does not walk: the caller decodes
@@ -63,7 +96,7 @@ func (p *spanPages) at(i int) *skimSpan {
 var ErrSkim = errors.New("not a pickle the skim walks")
 
 // skimSlot is a stack slot of the skim: where its object starts, and its
-// kind in the low bits of info with, above them, the memo index it was
+// kind in the low bits of info, then slotFix, then the memo index it was
 // stored at plus one (0: none).
 type skimSlot struct {
 	start, info uint32
@@ -76,11 +109,17 @@ const (
 	slotGot      // pushed by a memo reference: never a target
 	slotKindBits = 2
 	slotKinds    = 1<<slotKindBits - 1
+	// slotFix says start is not an offset but a fixup of a piece's walk
+	// (see skimPieceWalk): the object starts in what came before the
+	// piece.
+	slotFix       uint32 = 1 << slotKindBits
+	slotMemoShift        = slotKindBits + 1
 )
 
 type skimMark struct {
 	at    int // stack length
 	start uint32
+	fix   bool // start is a fixup (a mark before the piece; see popMark)
 }
 
 // skimChunk is how much input the skim reads at a time.
@@ -98,10 +137,18 @@ const skimChunk = 1 << 20
 // never found, input past 4 GiB or more than maxMemo objects stored, is
 // ErrSkim. A read error is returned as it is.
 func SkimTo(r io.Reader, key string, maxMemo int) (*Skim, error) {
-	// A slot's memo index shares a word with its kind.
-	maxMemo = min(maxMemo, 1<<(32-slotKindBits)-2)
-	s := &skimmer{r: r, buf: make([]byte, 0, skimChunk+64), key: key, maxMemo: maxMemo}
+	s := newSkimmer(r, key, maxMemo, skimChunk+64)
 	return s.run()
+}
+
+func newSkimmer(r io.Reader, key string, maxMemo, bufSize int) *skimmer {
+	// A slot's memo index shares a word with its kind.
+	maxMemo = min(maxMemo, 1<<(32-slotMemoShift)-2)
+	s := &skimmer{r: r, key: key, maxMemo: maxMemo, limit: math.MaxInt64}
+	if bufSize > 0 {
+		s.buf = make([]byte, 0, bufSize)
+	}
+	return s
 }
 
 type skimmer struct {
@@ -118,6 +165,15 @@ type skimmer struct {
 	span   spanPages
 	firsts map[int]uint32
 	proto  int
+
+	// limit: the walk stops at the first FRAME opcode at limit or after
+	// it (errSkimLimit, pos at the opcode).
+	limit int64
+	// stopped is where the walk stopped, at errSkimLimit or errSkimKey.
+	stopped int64
+	// piece is set for the walk of a piece after the first (see
+	// skimsplit.go): it starts with what came before unknown.
+	piece *skimPieceWalk
 }
 
 // fill makes n bytes available at pos, false at the end of the input.
@@ -186,6 +242,13 @@ func (s *skimmer) pop(n int) bool {
 		base = s.marks[len(s.marks)-1].at
 	}
 	if len(s.stack)-n < base {
+		if s.piece != nil && len(s.marks) == 0 {
+			// Slots before the piece: what they are is checked when
+			// the pieces are joined.
+			s.piece.log = append(s.piece.log, skimLogOp{op: logPop, n: uint32(n - len(s.stack))})
+			s.stack = s.stack[:0]
+			return true
+		}
 		return false
 	}
 	s.stack = s.stack[:len(s.stack)-n]
@@ -195,6 +258,14 @@ func (s *skimmer) pop(n int) bool {
 // popMark removes the slots above the last mark and the mark.
 func (s *skimmer) popMark() (skimMark, bool) {
 	if len(s.marks) == 0 {
+		if s.piece != nil {
+			// The mark is before the piece: where it starts is known
+			// when the pieces are joined.
+			f := s.piece.fixup()
+			s.piece.log = append(s.piece.log, skimLogOp{op: logPopMark, n: f})
+			s.stack = s.stack[:0]
+			return skimMark{start: f, fix: true}, true
+		}
 		return skimMark{}, false
 	}
 	m := s.marks[len(s.marks)-1]
@@ -211,13 +282,17 @@ func (s *skimmer) target(k uint32, end uint32) bool {
 		base = s.marks[len(s.marks)-1].at
 	}
 	if len(s.stack) <= base {
+		if s.piece != nil && len(s.marks) == 0 {
+			s.piece.log = append(s.piece.log, skimLogOp{op: logTarget, n: k, end: end})
+			return true
+		}
 		return false
 	}
 	t := s.stack[len(s.stack)-1]
 	if t.info&slotKinds != k {
 		return false
 	}
-	if m := t.info >> slotKindBits; m != 0 {
+	if m := t.info >> slotMemoShift; m != 0 {
 		s.span.at(int(m - 1)).end = end
 	}
 	return true
@@ -230,15 +305,36 @@ func (s *skimmer) memoize(end uint32) bool {
 	if len(s.marks) > 0 {
 		base = s.marks[len(s.marks)-1].at
 	}
-	if len(s.stack) <= base || s.span.n >= s.maxMemo {
+	if s.span.count() >= s.maxMemo {
+		return false
+	}
+	if len(s.stack) <= base {
+		if s.piece != nil && len(s.marks) == 0 {
+			// An object before the piece: its start is known when the
+			// pieces are joined.
+			f := s.piece.fixup()
+			s.piece.log = append(s.piece.log, skimLogOp{op: logMemoize, n: f, end: uint32(s.span.count())})
+			s.piece.deferred = append(s.piece.deferred, skimDeferred{memo: uint32(s.span.count()), fixup: f})
+			s.span.add(skimSpan{end: end})
+			return true
+		}
 		return false
 	}
 	t := &s.stack[len(s.stack)-1]
-	if t.info>>slotKindBits != 0 || t.info&slotKinds == slotGot {
+	if t.info>>slotMemoShift != 0 || t.info&slotKinds == slotGot {
 		return false
 	}
-	i := s.span.n
-	t.info |= uint32(i+1) << slotKindBits
+	i := s.span.count()
+	t.info |= uint32(i+1) << slotMemoShift
+	if t.info&slotFix != 0 {
+		// It starts before the piece (the first of a tuple's items
+		// there): the start and what was stored inside it are known
+		// when the pieces are joined. Meanwhile its start reads as 0,
+		// before every object stored in the piece, as the real one is.
+		s.piece.deferred = append(s.piece.deferred, skimDeferred{memo: uint32(i), fixup: t.start})
+		s.span.add(skimSpan{end: end})
+		return true
+	}
 	// The objects stored since the slot's start are inside it (an object
 	// stored before it starts before it): a tuple of memoized items.
 	first := i
@@ -258,6 +354,11 @@ func (s *skimmer) memoize(end uint32) bool {
 // atKey reports whether a string pushed now is a key of the top-level
 // dict.
 func (s *skimmer) atKey() bool {
+	if s.piece != nil {
+		// Whether it is the top level is known when the pieces are
+		// joined: the piece stops there.
+		return true
+	}
 	n := len(s.stack)
 	if n == 0 || s.stack[0].info&slotKinds != slotDict {
 		return false
@@ -303,13 +404,13 @@ func (s *skimmer) run() (*Skim, error) {
 		op := buf[pos]
 		switch op {
 		case opBinGet:
-			if uint64(buf[pos+1]) >= uint64(s.span.n) {
+			if uint64(buf[pos+1]) >= uint64(s.span.count()) && !s.storedBefore(uint64(buf[pos+1])) {
 				return nil, ErrSkim
 			}
 			s.stack = append(s.stack, skimSlot{start: at, info: slotGot})
 			pos += 2
 		case opLongBinGet:
-			if uint64(binary.LittleEndian.Uint32(buf[pos+1:])) >= uint64(s.span.n) {
+			if i := uint64(binary.LittleEndian.Uint32(buf[pos+1:])); i >= uint64(s.span.count()) && !s.storedBefore(i) {
 				return nil, ErrSkim
 			}
 			s.stack = append(s.stack, skimSlot{start: at, info: slotGot})
@@ -326,7 +427,7 @@ func (s *skimmer) run() (*Skim, error) {
 				i = uint64(binary.LittleEndian.Uint32(buf[pos-1:]))
 				pos += 3
 			}
-			if i != uint64(s.span.n) || !s.memoize(uint32(s.base+int64(pos))) {
+			if i != uint64(s.span.count()) || s.piece != nil || !s.memoize(uint32(s.base+int64(pos))) {
 				return nil, ErrSkim
 			}
 		case opMark:
@@ -354,6 +455,13 @@ func (s *skimmer) run() (*Skim, error) {
 			s.stack = append(s.stack, skimSlot{start: at})
 			pos += int(n)
 		case opFrame:
+			if int64(at) >= s.limit {
+				s.pos, s.stopped = pos, int64(at)
+				return nil, errSkimLimit
+			}
+			if s.piece != nil && s.piece.cancelled() {
+				return nil, errSkimCancel
+			}
 			pos += 9
 		case opAppend, opSetItem:
 			pos++
@@ -369,7 +477,10 @@ func (s *skimmer) run() (*Skim, error) {
 			k := slotList
 			if op == opSetItems {
 				k = slotDict
-				if len(s.marks) == 0 || (len(s.stack)-s.marks[len(s.marks)-1].at)%2 != 0 {
+				if len(s.marks) == 0 && s.piece != nil {
+					// The mark is before the piece.
+					s.piece.log = append(s.piece.log, skimLogOp{op: logParity, n: uint32(len(s.stack))})
+				} else if len(s.marks) == 0 || (len(s.stack)-s.marks[len(s.marks)-1].at)%2 != 0 {
 					return nil, ErrSkim
 				}
 			}
@@ -397,6 +508,10 @@ func (s *skimmer) run() (*Skim, error) {
 				if ok, err := s.fill(int(n)); err != nil {
 					return nil, err
 				} else if ok && isStr && string(s.buf[s.pos:s.pos+int(n)]) == s.key {
+					if s.piece != nil {
+						s.stopped = int64(at)
+						return nil, errSkimKey
+					}
 					return s.result(int64(at)), nil
 				}
 				buf, pos = s.buf, s.pos
@@ -418,13 +533,20 @@ func (s *skimmer) run() (*Skim, error) {
 			pos++
 			n := int(op-opTuple1) + 1
 			if len(s.stack) < n {
-				return nil, ErrSkim
+				if s.piece == nil || len(s.marks) != 0 {
+					return nil, ErrSkim
+				}
+				// Its first item is before the piece.
+				f := s.piece.fixup()
+				s.piece.log = append(s.piece.log, skimLogOp{op: logTuple, n: f, end: uint32(n - len(s.stack))})
+				s.stack = append(s.stack[:0], skimSlot{start: f, info: slotFix})
+				break
 			}
 			first := s.stack[len(s.stack)-n]
 			if !s.pop(n) {
 				return nil, ErrSkim
 			}
-			s.stack = append(s.stack, skimSlot{start: first.start})
+			s.stack = append(s.stack, skimSlot{start: first.start, info: first.info & slotFix})
 		case opTuple, opList, opDict:
 			pos++
 			m, ok := s.popMark()
@@ -437,6 +559,9 @@ func (s *skimmer) run() (*Skim, error) {
 				kind = slotList
 			case opDict:
 				kind = slotDict
+			}
+			if m.fix {
+				kind |= slotFix
 			}
 			s.stack = append(s.stack, skimSlot{start: m.start, info: kind})
 		case opPop:
@@ -459,7 +584,7 @@ func (s *skimmer) run() (*Skim, error) {
 }
 
 func (s *skimmer) result(at int64) *Skim {
-	sk := &Skim{Stop: at, Memo: s.span.n, proto: s.proto, span: s.span, firsts: s.firsts}
+	sk := &Skim{Stop: at, Memo: s.span.count(), proto: s.proto, span: s.span, firsts: s.firsts}
 	for _, sl := range s.stack {
 		sk.dicts = append(sk.dicts, sl.info&slotKinds == slotDict)
 	}
@@ -469,7 +594,7 @@ func (s *skimmer) result(at int64) *Skim {
 	// What is still on the stack is being built: a reference to it is
 	// decoded with everything before the key (see lazyMemo.all).
 	for _, sl := range s.stack {
-		if m := sl.info >> slotKindBits; m != 0 {
+		if m := sl.info >> slotMemoShift; m != 0 {
 			s.span.at(int(m - 1)).end = 0
 		}
 	}

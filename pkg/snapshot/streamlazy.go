@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 
 	"github.com/memstat/memstat/pkg/pickle"
 )
@@ -17,13 +18,17 @@ var lazyStreamMin int64 = 1 << 20
 // lazyStreamOff turns the lazy reading off (tests compare both readings).
 var lazyStreamOff bool
 
+// lazySkimPiece is how long the pieces of the skim are (0: the default;
+// tests make it 1, a piece a frame).
+var lazySkimPiece int64
+
 // lazyStats, when set, is told how many objects before the trace a lazy
-// reading decoded on demand (tests).
-var lazyStats func(resolved int)
+// reading decoded on demand and how many pieces its skim joined (tests).
+var lazyStats func(resolved, pieces int)
 
 // streamLazy is Stream for a pickle file that writes its segments before
 // its device_traces (as PyTorch does): the part before the trace is
-// skimmed (pickle.SkimTo: its opcodes walked, nothing built) and the trace
+// skimmed (pickle.SkimAt: its opcodes walked, nothing built) and the trace
 // decoded from its start, the objects it refers to before it (the frames
 // of its stacks, some strings) decoded when it does, so the first entry
 // goes out after a walk over the segments rather than their decoding.
@@ -42,13 +47,19 @@ func streamLazy(path string, f *os.File, size int64, fn func(*StreamedEntry) err
 	if lazyStreamOff || size < lazyStreamMin {
 		return nil, nil, false
 	}
-	var head io.Reader = io.NewSectionReader(f, 0, size)
+	// The skim runs in pieces on every core (pickle.SkimAt); a file not
+	// written in frames is skimmed in order, read ahead.
 	var ahead *readAhead
-	if size >= readAheadMin {
-		ahead = newReadAhead(head)
-		head = ahead
+	seq := func() io.Reader {
+		var head io.Reader = io.NewSectionReader(f, 0, size)
+		if size >= readAheadMin {
+			ahead = newReadAhead(head)
+			head = ahead
+		}
+		return head
 	}
-	sk, serr := pickle.SkimTo(head, "device_traces", int(max(1<<16, size/16)))
+	sk, serr := pickle.SkimAt(f, size, "device_traces", int(max(1<<16, size/16)),
+		pickle.SkimOptions{Workers: runtime.GOMAXPROCS(0), PieceBytes: lazySkimPiece, Sequential: seq})
 	if ahead != nil {
 		ahead.Close()
 	}
@@ -80,7 +91,7 @@ func streamLazy(path string, f *os.File, size int64, fn func(*StreamedEntry) err
 	d.SetBudget(budget)
 	top, err := d.Decode()
 	if lazyStats != nil {
-		lazyStats(d.LazyResolved())
+		lazyStats(d.LazyResolved(), sk.Pieces)
 	}
 	if st.err != nil {
 		// fn's error (a closed pipe).

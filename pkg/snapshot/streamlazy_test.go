@@ -17,12 +17,19 @@ import (
 // entries handed on as text (device, index, fields, context, frames),
 // the end's model and the error; lazy reports whether the lazy reading
 // took the file.
-func streamRows(t *testing.T, path string, on bool) (rows, model string, err error, lazy bool) {
+func streamRows(t *testing.T, path string, on bool, piece int64) (rows, model string, err error, lazy bool) {
+	rows, model, err, lazy, _ = streamRowsPieces(t, path, on, piece)
+	return
+}
+
+// streamRowsPieces is streamRows that says how many pieces the skim
+// joined too.
+func streamRowsPieces(t *testing.T, path string, on bool, piece int64) (rows, model string, err error, lazy bool, pieces int) {
 	t.Helper()
-	oldOff, oldMin, oldStats := lazyStreamOff, lazyStreamMin, lazyStats
-	defer func() { lazyStreamOff, lazyStreamMin, lazyStats = oldOff, oldMin, oldStats }()
-	lazyStreamOff, lazyStreamMin = !on, 0
-	lazyStats = func(int) { lazy = true }
+	oldOff, oldMin, oldStats, oldPiece := lazyStreamOff, lazyStreamMin, lazyStats, lazySkimPiece
+	defer func() { lazyStreamOff, lazyStreamMin, lazyStats, lazySkimPiece = oldOff, oldMin, oldStats, oldPiece }()
+	lazyStreamOff, lazyStreamMin, lazySkimPiece = !on, 0, piece
+	lazyStats = func(_, p int) { lazy, pieces = true, p }
 	var b strings.Builder
 	st, err := Stream(path, func(e *StreamedEntry) error {
 		// Stack ids are the decoder's own (the lazy one meets the stacks
@@ -40,7 +47,7 @@ func streamRows(t *testing.T, path string, on bool) (rows, model string, err err
 		// Frame ids are the builder's own too: drop them.
 		model = fmt.Sprintf("%v %s", st.Entries, frameID.ReplaceAllString(modelSummary(t, st.Snapshot), " $1"))
 	}
-	return b.String(), model, err, lazy
+	return b.String(), model, err, lazy, pieces
 }
 
 // frameID matches a frame of modelSummary: its id, then its name's and
@@ -50,26 +57,39 @@ var frameID = regexp.MustCompile(` \d+:(\d+:\d+:-?\d+)`)
 // checkLazyStream: the lazy reading of path hands on the entries the
 // ordinary one does, in order, and ends with the same model; or both
 // fail. It reports whether the lazy reading took the file.
-func checkLazyStream(t *testing.T, path string) bool {
+func checkLazyStream(t *testing.T, path string) (took bool) {
+	took, _ = checkLazyStreamPieces(t, path)
+	return took
+}
+
+// checkLazyStreamPieces is checkLazyStream that says whether the skim in
+// pieces of a frame joined some.
+func checkLazyStreamPieces(t *testing.T, path string) (took, split bool) {
 	t.Helper()
-	want, wantModel, wantErr, _ := streamRows(t, path, false)
-	got, gotModel, gotErr, lazy := streamRows(t, path, true)
-	if (wantErr == nil) != (gotErr == nil) {
-		t.Fatalf("%s: the ordinary reading says %v, the lazy one %v", path, wantErr, gotErr)
-	}
-	if wantErr != nil {
-		if gotErr.Error() != wantErr.Error() && !lazy {
-			t.Fatalf("%s: errors differ without the lazy reading:\n%v\n%v", path, wantErr, gotErr)
+	want, wantModel, wantErr, _ := streamRows(t, path, false, 0)
+	// The skim in pieces of its default size, and of a frame each.
+	for _, piece := range []int64{0, 1} {
+		got, gotModel, gotErr, lazy, pieces := streamRowsPieces(t, path, true, piece)
+		split = split || pieces > 0
+		if (wantErr == nil) != (gotErr == nil) {
+			t.Fatalf("%s: the ordinary reading says %v, the lazy one (pieces %d) %v", path, wantErr, piece, gotErr)
 		}
-		return lazy
+		if wantErr != nil {
+			if gotErr.Error() != wantErr.Error() && !lazy {
+				t.Fatalf("%s: errors differ without the lazy reading:\n%v\n%v", path, wantErr, gotErr)
+			}
+			took = took || lazy
+			continue
+		}
+		if got != want {
+			t.Fatalf("%s: the lazy reading (pieces %d) hands on other entries:\n%s\nordinary:\n%s", path, piece, got, want)
+		}
+		if gotModel != wantModel {
+			t.Fatalf("%s: the lazy reading (pieces %d) ends with another model:\n%s\nordinary:\n%s", path, piece, gotModel, wantModel)
+		}
+		took = took || lazy
 	}
-	if got != want {
-		t.Fatalf("%s: the lazy reading hands on other entries:\n%s\nordinary:\n%s", path, got, want)
-	}
-	if gotModel != wantModel {
-		t.Fatalf("%s: the lazy reading ends with another model:\n%s\nordinary:\n%s", path, gotModel, wantModel)
-	}
-	return lazy
+	return took, split
 }
 
 // TestStreamLazyMatches: the lazy reading (a skim of the segments, the
@@ -109,12 +129,20 @@ func TestStreamLazyMatches(t *testing.T) {
 	if len(realdata.FilesIfPresent()) == 0 {
 		t.Log("skipping the published snapshots: ../shared/testdata/real is absent")
 	}
-	took := 0
+	took, split := 0, 0
 	for _, fn := range files {
-		if checkLazyStream(t, fn) {
+		lazy, pieces := checkLazyStreamPieces(t, fn)
+		if lazy {
 			took++
 		}
+		if pieces {
+			split++
+		}
 	}
+	if split < took/5 {
+		t.Fatalf("the skim in pieces of a frame joined some in %d of the %d files the lazy reading took", split, took)
+	}
+	t.Logf("the skim in pieces of a frame joined some in %d of %d files", split, took)
 	if took < len(files)/3 {
 		t.Fatalf("the lazy reading took %d of %d files", took, len(files))
 	}
@@ -320,7 +348,7 @@ func TestStreamLazyHostile(t *testing.T) {
 		if err := os.WriteFile(fn, c.data, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		rows, _, err, lazy := streamRows(t, fn, true)
+		rows, _, err, lazy := streamRows(t, fn, true, 1)
 		t.Logf("%s: lazy %v, %d rows, error %v", c.name, lazy, strings.Count(rows, "\n"), err)
 		if i < 2 && (err != nil || !lazy || strings.Count(rows, "\n") == 0) {
 			t.Fatalf("%s: lazy %v, rows %q, error %v", c.name, lazy, rows, err)
