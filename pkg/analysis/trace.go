@@ -297,12 +297,19 @@ type TraceWalk struct {
 // at the start of the trace (which needs the whole trace and the final
 // segments) but applies no entry yet.
 func BeginTrace(s *snapshot.Snapshot, device int) (*TraceWalk, error) {
+	return BeginTraceScanned(s, device, nil)
+}
+
+// BeginTraceScanned is BeginTrace given the start rebuild's pass made
+// while the snapshot was read (replay.Options.StartScan), which the
+// replay of the device whose trace it scanned takes.
+func BeginTraceScanned(s *snapshot.Snapshot, device int, scan *replay.StartScan) (*TraceWalk, error) {
 	w := &TraceWalk{snap: s, dev: device}
 	if t := s.Trace(device); t.Len() > 0 {
 		w.first = t.First().TimeUS
 	}
 	var err error
-	w.r, err = replay.New(s, replay.Options{Device: device, OnEvent: func(i int, e snapshot.TraceEntry, a *allocator.Allocator) {
+	w.r, err = replay.New(s, replay.Options{Device: device, StartScan: scan, OnEvent: func(i int, e snapshot.TraceEntry, a *allocator.Allocator) {
 		if w.onEvent != nil {
 			// A copy in w, not &e: e would move to the heap every entry.
 			w.entry = e

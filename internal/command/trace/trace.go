@@ -173,9 +173,12 @@ func runTrace(opts *Options) error {
 	// The heap limit counts the walk's live blocks besides the replay
 	// (the batches the printer goroutine holds are a few hundred KB).
 	command.NeedHeap(command.HeapNeed{PerBlock: analysis.TraceLivePerBlock})
-	snap, err := command.LoadSnapshot(opts.IO.ErrOut, opts.File)
+	snap, scan, err := command.LoadSnapshotScanned(opts.IO.ErrOut, opts.File)
 	if err != nil {
 		return err
+	}
+	if scan != nil {
+		defer scan.Stop()
 	}
 	var devices []int
 	if opts.Device >= 0 {
@@ -206,7 +209,7 @@ func runTrace(opts *Options) error {
 		p.noTrace()
 	}
 	for _, d := range devices {
-		w, err := analysis.BeginTrace(snap, d)
+		w, err := analysis.BeginTraceScanned(snap, d, scan)
 		if err != nil {
 			return fmt.Errorf("%s: %w", opts.File, err)
 		}
