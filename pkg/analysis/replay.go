@@ -148,6 +148,7 @@ func ReplayObservedFor(s *snapshot.Snapshot, device int, want Want, start func(a
 			if errors.Is(err, io.EOF) {
 				break
 			}
+			r.WaitTally()
 			return nil, fmt.Errorf("device %d: %w", device, err)
 		}
 		c.step(lo, r.Pos()-1, r.Allocator())

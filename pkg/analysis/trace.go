@@ -463,10 +463,12 @@ func (w *TraceWalk) Run(fr *Frames, q TraceQuery, emit func(*TraceEvent) error) 
 			if errors.Is(err, io.EOF) {
 				break
 			}
+			r.WaitTally()
 			return nil, fmt.Errorf("device %d: %w", w.dev, err)
 		}
 	}
 	if emitErr != nil {
+		r.WaitTally() // no goroutine left behind a closed pipe
 		return nil, emitErr
 	}
 	sum.Result = r.Result()

@@ -127,6 +127,16 @@ func (r *Replay) startTally() {
 // either (what-if mode, a live recording, a short trace).
 func (r *Replay) TallyAhead() { r.startTally() }
 
+// WaitTally waits for the count TallyAhead started, for a caller that
+// stops before Result (a listing whose reader closed the pipe), so that
+// no goroutine outlives it. It does nothing when none was started or
+// Result took it already.
+func (r *Replay) WaitTally() {
+	if r.tallyAhead != nil {
+		r.tallied()
+	}
+}
+
 // tallyOutcome is what startTally's goroutine hands back: the tally, or
 // what it panicked with (raised again on the replay's goroutine).
 type tallyOutcome struct {
