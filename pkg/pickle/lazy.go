@@ -106,8 +106,8 @@ func (d *Decoder) FinishSkim(top Value) (Value, error) {
 	l := d.lazy.l
 	// The spans and the cached input are not read again.
 	l.windows, l.order = nil, nil
+	l.sk.Release()
 	if !l.doneAll {
-		l.sk.span = spanPages{}
 		if err := l.all(d); err != nil {
 			return None, err
 		}

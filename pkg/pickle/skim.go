@@ -31,6 +31,8 @@ type Skim struct {
 	// objects stored (a tuple of memoized items), how many objects the
 	// memo held at that byte; for any other object it is its own index.
 	firsts map[int]uint32
+	// arena holds span's pages, if not nil (Release).
+	arena *spanArena
 	// stack is the decoder's stack at Stop: a dict where the top-level
 	// dict is, None elsewhere (nothing there is read before the key's
 	// value is complete); marks its open MARKs.
@@ -52,13 +54,19 @@ type spanPages struct {
 	first int
 	prev  []spanPages
 	total int // first + n
+	// arena, if not nil, holds the pages (see spanArena).
+	arena *spanArena
 }
 
 const spanPageBits = 12
 
 func (p *spanPages) add(s skimSpan) {
 	if p.n>>spanPageBits == len(p.pages) {
-		p.pages = append(p.pages, make([]skimSpan, 1<<spanPageBits))
+		pg := p.arena.page()
+		if pg == nil {
+			pg = make([]skimSpan, 1<<spanPageBits)
+		}
+		p.pages = append(p.pages, pg)
 	}
 	p.pages[p.n>>spanPageBits][p.n&(1<<spanPageBits-1)] = s
 	p.n++
@@ -84,7 +92,7 @@ func (p *spanPages) prevAt(i int) *skimSpan {
 // join makes q's spans (numbered from 0) follow p's.
 func (p *spanPages) join(q spanPages) {
 	if p.n > 0 {
-		p.prev = append(p.prev, spanPages{pages: p.pages, n: p.n, first: p.first})
+		p.prev = append(p.prev, spanPages{pages: p.pages, n: p.n, first: p.first, arena: p.arena})
 	}
 	p.pages, p.first, p.n = q.pages, p.first+p.n, q.n
 	p.total = p.first + p.n
@@ -584,7 +592,7 @@ func (s *skimmer) run() (*Skim, error) {
 }
 
 func (s *skimmer) result(at int64) *Skim {
-	sk := &Skim{Stop: at, Memo: s.span.count(), proto: s.proto, span: s.span, firsts: s.firsts}
+	sk := &Skim{Stop: at, Memo: s.span.count(), proto: s.proto, span: s.span, firsts: s.firsts, arena: s.span.arena}
 	for _, sl := range s.stack {
 		sk.dicts = append(sk.dicts, sl.info&slotKinds == slotDict)
 	}
@@ -599,6 +607,17 @@ func (s *skimmer) result(at int64) *Skim {
 		}
 	}
 	return sk
+}
+
+// Release gives back the memory of the spans (Skim.Decoder's decoder
+// decodes no object before Stop on demand after it: FinishSkim calls it).
+func (sk *Skim) Release() {
+	if sk == nil {
+		return
+	}
+	sk.span = spanPages{}
+	sk.arena.release()
+	sk.arena = nil
 }
 
 // first returns how many objects the memo held at object i's first byte.

@@ -114,6 +114,22 @@ type SkimOptions struct {
 // it skims pieces of it on that many goroutines and joins them. The
 // result is SkimTo's.
 func SkimAt(src io.ReaderAt, size int64, key string, maxMemo int, opt SkimOptions) (*Skim, error) {
+	var arena *spanArena
+	if size >= skimArenaMin {
+		arena = newSpanArena(min(maxMemo, 1<<(32-slotMemoShift)-2))
+	}
+	sk, err := skimAt(src, size, key, maxMemo, opt, arena)
+	if err != nil || sk.arena != arena {
+		arena.release()
+	}
+	return sk, err
+}
+
+// skimArenaMin is the input size from which SkimAt keeps its spans in a
+// spanArena.
+const skimArenaMin = 32 << 20
+
+func skimAt(src io.ReaderAt, size int64, key string, maxMemo int, opt SkimOptions, arena *spanArena) (*Skim, error) {
 	var head [11]byte
 	n, _ := src.ReadAt(head[:], 0)
 	if opt.Workers < 2 || n < len(head) || head[0] != opProto || head[1] < 4 || head[1] > 5 || head[2] != opFrame {
@@ -121,7 +137,9 @@ func SkimAt(src io.ReaderAt, size int64, key string, maxMemo int, opt SkimOption
 		if opt.Sequential != nil {
 			r = opt.Sequential()
 		}
-		return SkimTo(r, key, maxMemo)
+		s := newSkimmer(r, key, maxMemo, skimChunk+64)
+		s.span.arena = arena
+		return s.run()
 	}
 	sp := &skimSplit{src: src, size: size, key: key, proto: int(head[1]), keyAt: math.MaxInt, piece: opt.PieceBytes}
 	if sp.piece <= 0 {
@@ -129,6 +147,8 @@ func SkimAt(src io.ReaderAt, size int64, key string, maxMemo int, opt SkimOption
 	}
 	sp.stop.Store(math.MaxInt64)
 	abs := newSkimmer(nil, key, maxMemo, 0)
+	abs.span.arena = arena
+	sp.arena = arena
 	sp.seek(abs, 0)
 	sp.maxMemo = abs.maxMemo
 	// The first piece is short and walked alone: a key in it (a trace
@@ -171,6 +191,7 @@ type skimSplit struct {
 	src     io.ReaderAt
 	size    int64
 	piece   int64 // SkimOptions.PieceBytes
+	arena   *spanArena
 	key     string
 	maxMemo int
 	proto   int
@@ -291,6 +312,7 @@ func (sp *skimSplit) work() {
 	for p := sp.next(); p != nil; p = sp.next() {
 		w := &skimmer{buf: buf, key: sp.key, maxMemo: sp.maxMemo, proto: sp.proto, limit: p.limit,
 			piece: &skimPieceWalk{index: p.index, stop: &sp.stop}}
+		w.span.arena = sp.arena
 		sp.seek(w, p.start)
 		if p.limit < 0 {
 			w.limit = math.MaxInt64

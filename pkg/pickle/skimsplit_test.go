@@ -163,7 +163,10 @@ func tuplePickle() []byte {
 	sbu("v")
 	b.WriteString("\x94](h\x04h\x07K\x05\x85\x94)\x94K\x06K\x07\x87\x94e") // memo 11 .. 15
 	sbu("key")
-	b.WriteString("\x94h\x0au.")
+	b.WriteString("\x94h\x0a")
+	// Bytes after the key: the skim stops short of the input's last 16.
+	sbu("after")
+	b.WriteString("\x94]\x94(K\x01K\x02K\x03K\x04K\x05K\x06K\x07K\x08eu.")
 	return b.Bytes()
 }
 
@@ -182,6 +185,9 @@ func TestSkimSplitMatches(t *testing.T) {
 			framed := reframe(data, every)
 			if framed == nil {
 				t.Fatalf("%s: reframe refused it", name)
+			}
+			if _, err := SkimTo(bytes.NewReader(framed), "key", 1<<20); err != nil {
+				t.Fatalf("%s framed every %d opcodes: SkimTo: %v", name, every, err)
 			}
 			if checkSplitSkim(t, fmt.Sprintf("%s framed every %d opcodes", name, every), framed, "key") == 0 && every < 10 {
 				t.Fatalf("%s framed every %d opcodes: no piece joined", name, every)
@@ -281,4 +287,29 @@ func FuzzSkimSplit(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestSkimArena: spans kept in a spanArena (pages from one mapping, then
+// from the heap once it is used up) are SkimTo's, and Release drops them.
+func TestSkimArena(t *testing.T) {
+	for _, every := range []int{0, 3} {
+		data := tuplePickle()
+		if every > 0 {
+			data = reframe(skimPickle(30_000), every)
+		}
+		want, werr := SkimTo(bytes.NewReader(data), "key", 1<<20)
+		// Room for one page: the rest come from the heap.
+		arena := newSpanArena(1)
+		got, gerr := skimAt(bytes.NewReader(data), int64(len(data)), "key", 1<<20,
+			SkimOptions{Workers: 2, PieceBytes: 1}, arena)
+		skimsMatch(t, fmt.Sprintf("framed every %d", every), want, werr, got, gerr)
+		if gerr != nil || got.arena != arena {
+			t.Fatalf("the skim does not hold its arena: %v", gerr)
+		}
+		got.Release()
+		got.Release()
+		if got.span.count() != 0 || got.arena != nil {
+			t.Fatalf("Release kept %d spans", got.span.count())
+		}
+	}
 }

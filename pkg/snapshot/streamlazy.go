@@ -63,7 +63,13 @@ func streamLazy(path string, f *os.File, size int64, fn func(*StreamedEntry) err
 	if ahead != nil {
 		ahead.Close()
 	}
-	if serr != nil || sk.Stop < lazyStreamMin {
+	if serr != nil {
+		return nil, nil, false
+	}
+	// The spans' memory goes back once the decoder is done with them
+	// (FinishSkim), or here on any other way out.
+	defer sk.Release()
+	if sk.Stop < lazyStreamMin {
 		return nil, nil, false
 	}
 
