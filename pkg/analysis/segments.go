@@ -91,7 +91,7 @@ type SegmentMap struct {
 
 // MapSegments summarizes a state's segments, filtered and sorted.
 func MapSegments(st *State, fr *Frames, f SegmentFilter, order SegmentSort) []SegmentInfo {
-	var out []SegmentInfo
+	out := make([]SegmentInfo, 0, len(st.Segments))
 	for _, seg := range st.Segments {
 		if f.Pool != "" && seg.Pool.String() != f.Pool || seg.TotalSize < f.MinSize || f.Stream != nil && seg.Stream != *f.Stream ||
 			f.PoolID != nil && seg.PoolID != *f.PoolID {
@@ -117,6 +117,9 @@ func MapSegments(st *State, fr *Frames, f SegmentFilter, order SegmentSort) []Se
 		}
 		si.Cached = allocator.SegmentCached(&seg)
 		out = append(out, si)
+	}
+	if len(out) == 0 {
+		out = nil // as before the pre-sizing: --json prints null, not []
 	}
 	cmpInt := func(x, y int64) int {
 		switch {
@@ -215,7 +218,12 @@ func Segments(rp *Replayed, fr *Frames, at int, f SegmentFilter, order SegmentSo
 	all := MapSegments(st, fr, SegmentFilter{}, order)
 	sum := SumSegments(all)
 	m.Moment.Allocated, m.Moment.Reserved = sum.Allocated, sum.Size
-	m.Segments = MapSegments(st, fr, f, order)
+	m.Segments = all
+	if f != (SegmentFilter{}) {
+		// Only a filter makes the shown segments differ from all of
+		// them: without one, the map is not built twice.
+		m.Segments = MapSegments(st, fr, f, order)
+	}
 	m.Omitted = len(all) - len(m.Segments)
 	m.Total = SumSegments(m.Segments)
 	return m, nil
