@@ -81,8 +81,15 @@ type State struct {
 
 // At replays the device's trace to a moment.
 func At(s *snapshot.Snapshot, device int, m Moment) (*State, error) {
+	return AtScanned(s, device, m, nil)
+}
+
+// AtScanned is At with the start rebuild's pass begun while the snapshot
+// was read (replay.Options.StartScan; nil: none): the first replay takes
+// it. The state is the same.
+func AtScanned(s *snapshot.Snapshot, device int, m Moment, scan *replay.StartScan) (*State, error) {
 	trace := s.Trace(device)
-	opts := replay.Options{Device: device}
+	opts := replay.Options{Device: device, StartScan: scan}
 	st := &State{Device: device, Moment: m, Stacks: s.Stacks}
 	switch m.Kind {
 	case Peak:
@@ -90,6 +97,7 @@ func At(s *snapshot.Snapshot, device int, m Moment) (*State, error) {
 		if err != nil {
 			return nil, err
 		}
+		opts.StartScan = nil // taken: the second replay scans for itself
 		res, err := r.Run()
 		if err != nil {
 			return nil, err

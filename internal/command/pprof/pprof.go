@@ -88,9 +88,12 @@ func runPprof(opts *Options) error {
 	// allocator.BlockInfo, half the blocks or so) and the addresses the
 	// trace frees before it allocates them (live.At).
 	command.NeedHeap(command.HeapNeed{PerEntry: 8, PerBlock: 96})
-	snap, err := command.LoadSnapshot(opts.IO.ErrOut, opts.File)
+	snap, scan, err := command.LoadSnapshotScanned(opts.IO.ErrOut, opts.File)
 	if err != nil {
 		return err
+	}
+	if scan != nil {
+		defer scan.Stop()
 	}
 	var device int
 	if opts.moment.Kind == live.End {
@@ -106,7 +109,7 @@ func runPprof(opts *Options) error {
 	if err != nil {
 		return err
 	}
-	st, err := live.At(snap, device, opts.moment)
+	st, err := live.AtScanned(snap, device, opts.moment, scan)
 	if err != nil {
 		return fmt.Errorf("%s: %w", opts.File, err)
 	}

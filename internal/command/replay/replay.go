@@ -145,9 +145,12 @@ func runReplay(opts *Options) error {
 	// starting state, kept for it (KeepStart: a 32-byte snapshot.Block
 	// a block).
 	command.NeedHeap(command.HeapNeed{PerEntry: 4, PerBlock: 128 + command.StatePerBlock})
-	snap, err := command.LoadSnapshot(opts.IO.ErrOut, opts.File)
+	snap, scan, err := command.LoadSnapshotScanned(opts.IO.ErrOut, opts.File)
 	if err != nil {
 		return err
+	}
+	if scan != nil {
+		defer scan.Stop()
 	}
 	v := opts.version
 	if v == 0 {
@@ -169,7 +172,7 @@ func runReplay(opts *Options) error {
 		if opts.Device >= 0 && d != opts.Device || snap.Trace(d).Len() == 0 && len(snap.DeviceSegments(d)) == 0 {
 			continue
 		}
-		rec, sim, err := replayPair(snap, replay.Options{Device: d, Version: v, KeepStart: true, RuntimeSettings: opts.RuntimeSettings, Captures: opts.Captures},
+		rec, sim, err := replayPair(snap, replay.Options{Device: d, Version: v, KeepStart: true, RuntimeSettings: opts.RuntimeSettings, Captures: opts.Captures, StartScan: scan},
 			replay.Options{Device: d, Version: v, Mode: replay.WhatIf, Config: cfg, Capacity: opts.capacity})
 		if err != nil {
 			return fmt.Errorf("%s: device %d: %w", opts.File, d, err)
