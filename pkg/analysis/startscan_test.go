@@ -6,10 +6,7 @@ import (
 	"testing"
 
 	"github.com/memstat/memstat/internal/fixture"
-	"github.com/memstat/memstat/internal/realdata"
 	. "github.com/memstat/memstat/pkg/analysis"
-	"github.com/memstat/memstat/pkg/replay"
-	"github.com/memstat/memstat/pkg/snapshot"
 )
 
 // TestWantStartScan: a replay given the start rebuild's pass made while
@@ -17,19 +14,9 @@ import (
 // pass) gives the Result and the captured peak and oom states a replay
 // without it gives, on the published snapshots and a recorded run.
 func TestWantStartScan(t *testing.T) {
-	files := realdata.FilesIfPresent()
-	if len(files) == 0 {
-		t.Log("no published snapshots (../shared/testdata/real): checking a recorded run only")
-	}
-	oom, _ := fixture.Record(t, "oom.pickle")
 	taken := 0
-	for _, f := range append(files, oom) {
-		scan := replay.NewStartScan()
-		s, err := snapshot.LoadWith(f, snapshot.LoadOptions{TraceGrown: scan.Grown})
-		if err != nil {
-			scan.Stop()
-			t.Fatalf("%s: %v", f, err)
-		}
+	for _, f := range fixture.ScanCases(t) {
+		s, scan := fixture.LoadScanned(t, f)
 		for d := range s.Devices() {
 			if s.Trace(d).Len() == 0 {
 				continue

@@ -6,10 +6,7 @@ import (
 	"testing"
 
 	"github.com/memstat/memstat/internal/fixture"
-	"github.com/memstat/memstat/internal/realdata"
 	"github.com/memstat/memstat/pkg/live"
-	"github.com/memstat/memstat/pkg/replay"
-	"github.com/memstat/memstat/pkg/snapshot"
 )
 
 // TestAtScanned: the state at the peak and at the end with the start
@@ -17,20 +14,10 @@ import (
 // state At gives without it, on the published snapshots and a recorded
 // run.
 func TestAtScanned(t *testing.T) {
-	files := realdata.FilesIfPresent()
-	if len(files) == 0 {
-		t.Log("no published snapshots (../shared/testdata/real): checking a recorded run only")
-	}
-	oom, _ := fixture.Record(t, "oom.pickle")
 	compared := 0
-	for _, f := range append(files, oom) {
+	for _, f := range fixture.ScanCases(t) {
 		for _, m := range []live.Moment{{Kind: live.Peak}, {Kind: live.End}} {
-			scan := replay.NewStartScan()
-			s, err := snapshot.LoadWith(f, snapshot.LoadOptions{TraceGrown: scan.Grown})
-			if err != nil {
-				scan.Stop()
-				t.Fatalf("%s: %v", f, err)
-			}
+			s, scan := fixture.LoadScanned(t, f)
 			for d := range s.Devices() {
 				if s.Trace(d).Len() == 0 {
 					continue
