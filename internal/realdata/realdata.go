@@ -113,3 +113,35 @@ func moduleRoot() string {
 		dir = parent
 	}
 }
+
+// FilesOrNote returns FilesIfPresent's files. When there are none it logs
+// one line saying so and what the test checks instead (instead), so that
+// a run without ../shared says what it left out.
+func FilesOrNote(t testing.TB, instead string) []string {
+	t.Helper()
+	files := FilesIfPresent()
+	if len(files) == 0 {
+		t.Logf("no published snapshots (../shared/testdata/real): %s", instead)
+	}
+	return files
+}
+
+// Published is a published snapshot's path and bytes.
+type Published struct {
+	Path string
+	Data []byte
+}
+
+// ReadIfPresent reads FilesOrNote's files.
+func ReadIfPresent(t testing.TB, instead string) []Published {
+	t.Helper()
+	var out []Published
+	for _, f := range FilesOrNote(t, instead) {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, Published{f, data})
+	}
+	return out
+}

@@ -3,7 +3,6 @@ package pickle
 import (
 	"fmt"
 	"math/rand"
-	"os"
 	"strings"
 	"testing"
 
@@ -235,18 +234,10 @@ func TestFlatDictsMatchGeneric(t *testing.T) {
 	for i := range 100 {
 		checkFlatDicts(t, fmt.Sprintf("program %d", i), genProgram(r, 64<<(i%7), i%2 == 0))
 	}
-	files := realdata.FilesIfPresent()
-	if len(files) == 0 {
-		t.Log("no published snapshots (../shared/testdata/real): checked generated pickles only")
-	}
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		checkFlatDicts(t, f, data)
+	for _, p := range realdata.ReadIfPresent(t, "checked generated pickles only") {
+		checkFlatDicts(t, p.Path, p.Data)
 		for range 5 {
-			checkFlatDicts(t, f+" (mutated)", mutate(data[:min(len(data), 64<<10)]))
+			checkFlatDicts(t, p.Path+" (mutated)", mutate(p.Data[:min(len(p.Data), 64<<10)]))
 		}
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -35,16 +34,8 @@ func TestStartScanSameResult(t *testing.T) {
 			inputs = append(inputs, input{fmt.Sprintf("case %d, max entries %d", ci, maxEntries), buf.Bytes()})
 		}
 	}
-	real := realdata.FilesIfPresent()
-	if len(real) == 0 {
-		t.Log("no published snapshots (../shared/testdata/real): recorded workloads only")
-	}
-	for _, fn := range real {
-		data, err := os.ReadFile(fn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		inputs = append(inputs, input{filepath.Base(fn), data})
+	for _, p := range realdata.ReadIfPresent(t, "recorded workloads only") {
+		inputs = append(inputs, input{filepath.Base(p.Path), p.Data})
 	}
 	compared, taken, foreignTaken := 0, 0, 0
 	var prev []byte

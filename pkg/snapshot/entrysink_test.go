@@ -77,16 +77,8 @@ func TestEntrySinkSameSnapshot(t *testing.T) {
 			data []byte
 		}{name, data})
 	}
-	files := realdata.FilesIfPresent()
-	if len(files) == 0 {
-		t.Log("no published snapshots (../shared/testdata/real): generated ones only")
-	}
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		add(filepath.Base(f), data)
+	for _, p := range realdata.ReadIfPresent(t, "generated ones only") {
+		add(filepath.Base(p.Path), p.Data)
 	}
 	gen := filepath.Join("..", "..", "..", "shared", "tools", "gen_snapshot.py")
 	py, err := exec.LookPath("python3")

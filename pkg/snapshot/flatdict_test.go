@@ -32,16 +32,8 @@ func checkFlatDicts(t *testing.T, name string, data []byte) {
 // protocol 2, fresh and PyTorch 2.0's shape) read the same with the
 // flat-dict path as without.
 func TestFlatDictsSameSnapshot(t *testing.T) {
-	files := realdata.FilesIfPresent()
-	if len(files) == 0 {
-		t.Log("no published snapshots (../shared/testdata/real): skipping them")
-	}
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		checkFlatDicts(t, filepath.Base(f), data)
+	for _, p := range realdata.ReadIfPresent(t, "skipping them") {
+		checkFlatDicts(t, filepath.Base(p.Path), p.Data)
 	}
 	gen := filepath.Join("..", "..", "..", "shared", "tools", "gen_snapshot.py")
 	py, err := exec.LookPath("python3")
