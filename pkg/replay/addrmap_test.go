@@ -69,3 +69,51 @@ func testAddrMap(t *testing.T, reserved int) {
 		}
 	}
 }
+
+// TestAddrPairsAgreesWithAMap checks addrPairs' put, get and del against a
+// Go map over random operations on clustered addresses (address 0
+// included), from an empty table and from tables reserved ahead, which
+// must not grow before their reserved size.
+func TestAddrPairsAgreesWithAMap(t *testing.T) {
+	for _, reserved := range []int{0, 10, 6000} {
+		r := rand.New(rand.NewSource(int64(reserved)))
+		var m addrPairs
+		m.reserve(reserved)
+		before := len(m.slots)
+		want := map[uint64]uint64{}
+		most := 0 // the most keys held so far
+		for op := range 200000 {
+			k := uint64(r.Intn(5000)) * 512
+			if r.Intn(10) == 0 {
+				k = uint64(r.Intn(1 << 20))
+			}
+			switch r.Intn(3) {
+			case 0, 1:
+				v := r.Uint64()
+				m.put(k, v)
+				want[k] = v
+			default:
+				m.del(k)
+				delete(want, k)
+			}
+			q := uint64(r.Intn(5000)) * 512
+			got, ok := m.get(q)
+			w, wok := want[q]
+			if ok != wok || got != w {
+				t.Fatalf("reserved %d, op %d: get(%#x) = %#x, %v; want %#x, %v", reserved, op, q, got, ok, w, wok)
+			}
+			most = max(most, len(want))
+			if most <= reserved && len(m.slots) != before {
+				t.Fatalf("a table reserved for %d keys grew at %d keys", reserved, most)
+			}
+		}
+		if m.len() != len(want) {
+			t.Fatalf("reserved %d: len %d, want %d", reserved, m.len(), len(want))
+		}
+		for k, v := range want {
+			if got, ok := m.get(k); !ok || got != v {
+				t.Fatalf("reserved %d: get(%#x) = %#x, %v; want %#x", reserved, k, got, ok, v)
+			}
+		}
+	}
+}

@@ -217,7 +217,7 @@ type Replay struct {
 
 	// What-if: simulated address of each live recorded allocation, and
 	// the recorded allocations that ran out of memory.
-	simAddr map[uint64]uint64
+	simAddr addrPairs
 	failed  map[uint64]bool
 
 	peakAlloc, peakRes PeakAt
@@ -983,7 +983,7 @@ func (r *Replay) initWhatIf(total int64, follow *Recording) error {
 			}
 		}
 	}
-	r.simAddr = make(map[uint64]uint64, live+live/2)
+	r.simAddr.reserve(live + live/2)
 	r.a.ReserveAllocated(live)
 	r.failed = make(map[uint64]bool)
 	// The live blocks of the starting state are allocated first, in
@@ -1004,7 +1004,7 @@ func (r *Replay) initWhatIf(total int64, follow *Recording) error {
 				r.failed[b.Address] = true
 				continue
 			}
-			r.simAddr[b.Address] = addr
+			r.simAddr.put(b.Address, addr)
 			if b.State == snapshot.ActivePendingFree {
 				r.a.FreeDeferred(addr, snapshot.NoStack)
 			}
@@ -1978,13 +1978,13 @@ func (r *Replay) stepWhatIf() {
 		a.EndRoute()
 		if err != nil {
 			r.failed[e.Addr] = true
-			delete(r.simAddr, e.Addr)
+			r.simAddr.del(e.Addr)
 		} else {
-			r.simAddr[e.Addr] = addr
+			r.simAddr.put(e.Addr, addr)
 			delete(r.failed, e.Addr)
 		}
 	case snapshot.ActionFreeRequested:
-		if sa, ok := r.simAddr[e.Addr]; ok && a.Allocated(sa) {
+		if sa, ok := r.simAddr.get(e.Addr); ok && a.Allocated(sa) {
 			a.FreeDeferred(sa, e.Stack)
 		}
 	case snapshot.ActionFreeCompleted, snapshot.ActionFree:
@@ -1992,14 +1992,14 @@ func (r *Replay) stepWhatIf() {
 			delete(r.failed, e.Addr)
 			break
 		}
-		if sa, ok := r.simAddr[e.Addr]; ok {
+		if sa, ok := r.simAddr.get(e.Addr); ok {
 			switch {
 			case a.PendingFree(sa):
 				a.CompletePendingFree(sa, e.Stack)
 			case a.Allocated(sa):
 				a.Free(sa, e.Stack)
 			}
-			delete(r.simAddr, e.Addr)
+			r.simAddr.del(e.Addr)
 		}
 	case snapshot.ActionOOM:
 		// The request failed for real; under other settings it may not.
