@@ -62,15 +62,29 @@ const spanPageBits = 12
 
 func (p *spanPages) add(s skimSpan) {
 	if p.n>>spanPageBits == len(p.pages) {
-		pg := p.arena.page()
-		if pg == nil {
-			pg = make([]skimSpan, 1<<spanPageBits)
-		}
-		p.pages = append(p.pages, pg)
+		p.newPage()
 	}
 	p.pages[p.n>>spanPageBits][p.n&(1<<spanPageBits-1)] = s
 	p.n++
 	p.total++
+}
+
+func (p *spanPages) newPage() {
+	pg := p.arena.page()
+	if pg == nil {
+		pg = make([]skimSpan, 1<<spanPageBits)
+	}
+	p.pages = append(p.pages, pg)
+}
+
+// inPages reports whether object i's span is in p's own pages (page), not
+// in those joined before them.
+func (p *spanPages) inPages(i int) bool { return i >= p.first && i < p.total }
+
+// page is at for an object in p's own pages.
+func (p *spanPages) page(i int) *skimSpan {
+	i -= p.first
+	return &p.pages[i>>spanPageBits][i&(1<<spanPageBits-1)]
 }
 
 // count is how many objects have spans.
@@ -381,52 +395,86 @@ func (s *skimmer) atKey() bool {
 }
 
 func (s *skimmer) run() (*Skim, error) {
-	// buf and pos are s.buf and s.pos, kept in registers; s.pos is
-	// written back before anything that reads it.
-	buf, pos := s.buf, s.pos
+	// buf and pos are s.buf and s.pos, stack s.stack, base s.base, kept in
+	// registers: s.pos and s.stack are written back before anything that
+	// reads them (the methods below, and every return: leave). The
+	// opcodes that make up nearly all of a snapshot's segments (memo
+	// references, MARK, ints, empty containers, APPENDS, SETITEMS,
+	// MEMOIZE) are walked here without a call when they are not at a
+	// piece's edge; the rest go through the methods.
+	buf, pos, stack, base := s.buf, s.pos, s.stack, s.base
 	for {
 		if len(buf)-pos < 16 {
 			s.pos = pos
 			if ok, err := s.fill(16); err != nil {
-				return nil, err
+				return s.leave(stack, err)
 			} else if !ok {
 				if ok, err = s.fill(1); err != nil || !ok {
 					if err == nil {
 						err = ErrSkim
 					}
-					return nil, err
+					return s.leave(stack, err)
 				}
 			}
-			buf, pos = s.buf, s.pos
-			if s.base+int64(pos) >= math.MaxUint32-(1<<20) {
-				return nil, ErrSkim
+			buf, pos, base = s.buf, s.pos, s.base
+			if base+int64(pos) >= math.MaxUint32-(1<<20) {
+				return s.leave(stack, ErrSkim)
 			}
 			if len(buf)-pos < 16 {
 				// The input's last bytes: pad them so that every
 				// fixed-size argument reads within buf (a real end of
 				// the input ends the walk: no STOP, no key).
-				return nil, ErrSkim
+				return s.leave(stack, ErrSkim)
 			}
 		}
-		at := uint32(s.base + int64(pos))
+		at := uint32(base + int64(pos))
 		op := buf[pos]
 		switch op {
-		case opBinGet:
-			if uint64(buf[pos+1]) >= uint64(s.span.count()) && !s.storedBefore(uint64(buf[pos+1])) {
-				return nil, ErrSkim
+		case opLongBinGet, opBinGet:
+			// A run of memo references (a list of shared frames, most of
+			// a snapshot's segments), walked in a loop of its own without
+			// a branch on which of the two each is, the largest index
+			// checked at the run's end (nothing stored meanwhile).
+			hi := uint32(0)
+			for {
+				o := buf[pos]
+				n := int(skimGetLen[o])
+				if n == 0 {
+					break
+				}
+				hi = max(hi, binary.LittleEndian.Uint32(buf[pos+1:])&skimGetMask[o])
+				stack = append(stack, skimSlot{start: uint32(base + int64(pos)), info: slotGot})
+				pos += n
+				if len(buf)-pos < 16 {
+					break
+				}
 			}
-			s.stack = append(s.stack, skimSlot{start: at, info: slotGot})
-			pos += 2
-		case opLongBinGet:
-			if i := uint64(binary.LittleEndian.Uint32(buf[pos+1:])); i >= uint64(s.span.count()) && !s.storedBefore(i) {
-				return nil, ErrSkim
+			if uint64(hi) >= uint64(s.span.total) && !s.storedBefore(uint64(hi)) {
+				return s.leave(stack, ErrSkim)
 			}
-			s.stack = append(s.stack, skimSlot{start: at, info: slotGot})
-			pos += 5
 		case opMemoize:
 			pos++
+			if t := len(stack) - 1; t >= s.markBase() && stack[t].info&slotFix == 0 &&
+				stack[t].info&slotKinds != slotGot && stack[t].info>>slotMemoShift == 0 && s.span.total < s.maxMemo && s.span.inPages(s.span.total-1) {
+				// memoize's common case: the top slot, begun in this
+				// walk, stored once; an object stored just before it
+				// that starts inside it is an item of a tuple (memoize
+				// finds the rest).
+				i := s.span.total
+				if i > 0 && s.span.page(i-1).start >= stack[t].start {
+					s.stack = stack
+					if !s.memoize(at + 1) {
+						return s.leave(stack, ErrSkim)
+					}
+					break
+				}
+				stack[t].info |= uint32(i+1) << slotMemoShift
+				s.span.add(skimSpan{start: stack[t].start, end: at + 1})
+				break
+			}
+			s.stack = stack
 			if !s.memoize(at + 1) {
-				return nil, ErrSkim
+				return s.leave(stack, ErrSkim)
 			}
 		case opBinPut, opLongBinPut:
 			i := uint64(buf[pos+1])
@@ -435,20 +483,21 @@ func (s *skimmer) run() (*Skim, error) {
 				i = uint64(binary.LittleEndian.Uint32(buf[pos-1:]))
 				pos += 3
 			}
-			if i != uint64(s.span.count()) || s.piece != nil || !s.memoize(uint32(s.base+int64(pos))) {
-				return nil, ErrSkim
+			s.stack = stack
+			if i != uint64(s.span.count()) || s.piece != nil || !s.memoize(uint32(base+int64(pos))) {
+				return s.leave(stack, ErrSkim)
 			}
 		case opMark:
-			s.marks = append(s.marks, skimMark{at: len(s.stack), start: at})
+			s.marks = append(s.marks, skimMark{at: len(stack), start: at})
 			pos++
 		case opEmptyDict:
-			s.stack = append(s.stack, skimSlot{start: at, info: slotDict})
+			stack = append(stack, skimSlot{start: at, info: slotDict})
 			pos++
 		case opEmptyList:
-			s.stack = append(s.stack, skimSlot{start: at, info: slotList})
+			stack = append(stack, skimSlot{start: at, info: slotList})
 			pos++
 		case opNone, opNewTrue, opNewFalse, opEmptyTuple:
-			s.stack = append(s.stack, skimSlot{start: at})
+			stack = append(stack, skimSlot{start: at})
 			pos++
 		case opBinInt1, opBinInt2, opBinInt, opBinFloat:
 			n := uint32(2)
@@ -460,15 +509,15 @@ func (s *skimmer) run() (*Skim, error) {
 			case opBinFloat:
 				n = 9
 			}
-			s.stack = append(s.stack, skimSlot{start: at})
+			stack = append(stack, skimSlot{start: at})
 			pos += int(n)
 		case opFrame:
 			if int64(at) >= s.limit {
 				s.pos, s.stopped = pos, int64(at)
-				return nil, errSkimLimit
+				return s.leave(stack, errSkimLimit)
 			}
 			if s.piece != nil && s.piece.cancelled() {
-				return nil, errSkimCancel
+				return s.leave(stack, errSkimCancel)
 			}
 			pos += 9
 		case opAppend, opSetItem:
@@ -477,24 +526,59 @@ func (s *skimmer) run() (*Skim, error) {
 			if op == opSetItem {
 				n, k = 2, slotDict
 			}
+			s.stack = stack
 			if !s.pop(n) || !s.target(k, at+1) {
-				return nil, ErrSkim
+				return s.leave(s.stack, ErrSkim)
 			}
+			stack = s.stack
 		case opAppends, opSetItems:
 			pos++
 			k := slotList
 			if op == opSetItems {
 				k = slotDict
-				if len(s.marks) == 0 && s.piece != nil {
+			}
+			if m := len(s.marks) - 1; m >= 0 {
+				// The mark and the container below it are in this walk
+				// (or the container is before the piece: target logs it).
+				at0 := s.marks[m].at
+				if k == slotDict && (len(stack)-at0)%2 != 0 {
+					return s.leave(stack, ErrSkim)
+				}
+				stack = stack[:at0]
+				s.marks = s.marks[:m]
+				if t := len(stack) - 1; t >= s.markBase() && s.piece == nil {
+					// target's case in a walk from the start.
+					if stack[t].info&slotKinds != k {
+						return s.leave(stack, ErrSkim)
+					}
+					if mi := stack[t].info >> slotMemoShift; mi != 0 {
+						if j := int(mi - 1); s.span.inPages(j) {
+							s.span.page(j).end = at + 1
+						} else {
+							s.span.at(j).end = at + 1
+						}
+					}
+					break
+				}
+				s.stack = stack
+				if !s.target(k, at+1) {
+					return s.leave(stack, ErrSkim)
+				}
+				break
+			}
+			s.stack = stack
+			if k == slotDict {
+				if s.piece != nil {
 					// The mark is before the piece.
-					s.piece.log = append(s.piece.log, skimLogOp{op: logParity, n: uint32(len(s.stack))})
-				} else if len(s.marks) == 0 || (len(s.stack)-s.marks[len(s.marks)-1].at)%2 != 0 {
-					return nil, ErrSkim
+					s.piece.log = append(s.piece.log, skimLogOp{op: logParity, n: uint32(len(stack))})
+				} else {
+					return s.leave(stack, ErrSkim)
 				}
 			}
 			if _, ok := s.popMark(); !ok || !s.target(k, at+1) {
-				return nil, ErrSkim
+				return s.leave(s.stack, ErrSkim)
 			}
+			stack = s.stack
 		case opShortBinUnicode, opBinUnicode, opBinUnicode8, opLong1, opLong4,
 			opShortBinBytes, opBinBytes, opBinBytes8, opShortBinString, opBinString:
 			var n uint64
@@ -510,19 +594,22 @@ func (s *skimmer) run() (*Skim, error) {
 				n = uint64(buf[pos+1])
 			}
 			pos += 1 + w
-			if n == uint64(len(s.key)) && op != opLong1 && op != opLong4 && s.atKey() {
-				isStr := op == opShortBinUnicode || op == opBinUnicode || op == opBinUnicode8
-				s.pos = pos
-				if ok, err := s.fill(int(n)); err != nil {
-					return nil, err
-				} else if ok && isStr && string(s.buf[s.pos:s.pos+int(n)]) == s.key {
-					if s.piece != nil {
-						s.stopped = int64(at)
-						return nil, errSkimKey
+			if n == uint64(len(s.key)) && op != opLong1 && op != opLong4 {
+				s.stack = stack
+				if s.atKey() {
+					isStr := op == opShortBinUnicode || op == opBinUnicode || op == opBinUnicode8
+					s.pos = pos
+					if ok, err := s.fill(int(n)); err != nil {
+						return s.leave(stack, err)
+					} else if ok && isStr && string(s.buf[s.pos:s.pos+int(n)]) == s.key {
+						if s.piece != nil {
+							s.stopped = int64(at)
+							return s.leave(stack, errSkimKey)
+						}
+						return s.result(int64(at)), nil
 					}
-					return s.result(int64(at)), nil
+					buf, pos, base = s.buf, s.pos, s.base
 				}
-				buf, pos = s.buf, s.pos
 			}
 			if n <= uint64(len(buf)-pos) {
 				pos += int(n)
@@ -532,34 +619,36 @@ func (s *skimmer) run() (*Skim, error) {
 					if err == nil {
 						err = ErrSkim
 					}
-					return nil, err
+					return s.leave(stack, err)
 				}
-				buf, pos = s.buf, s.pos
+				buf, pos, base = s.buf, s.pos, s.base
 			}
-			s.stack = append(s.stack, skimSlot{start: at})
+			stack = append(stack, skimSlot{start: at})
 		case opTuple1, opTuple2, opTuple3:
 			pos++
 			n := int(op-opTuple1) + 1
-			if len(s.stack) < n {
+			s.stack = stack
+			if len(stack) < n {
 				if s.piece == nil || len(s.marks) != 0 {
-					return nil, ErrSkim
+					return s.leave(stack, ErrSkim)
 				}
 				// Its first item is before the piece.
 				f := s.piece.fixup()
-				s.piece.log = append(s.piece.log, skimLogOp{op: logTuple, n: f, end: uint32(n - len(s.stack))})
-				s.stack = append(s.stack[:0], skimSlot{start: f, info: slotFix})
+				s.piece.log = append(s.piece.log, skimLogOp{op: logTuple, n: f, end: uint32(n - len(stack))})
+				stack = append(stack[:0], skimSlot{start: f, info: slotFix})
 				break
 			}
-			first := s.stack[len(s.stack)-n]
+			first := stack[len(stack)-n]
 			if !s.pop(n) {
-				return nil, ErrSkim
+				return s.leave(s.stack, ErrSkim)
 			}
-			s.stack = append(s.stack, skimSlot{start: first.start, info: first.info & slotFix})
+			stack = append(s.stack, skimSlot{start: first.start, info: first.info & slotFix})
 		case opTuple, opList, opDict:
 			pos++
+			s.stack = stack
 			m, ok := s.popMark()
 			if !ok {
-				return nil, ErrSkim
+				return s.leave(s.stack, ErrSkim)
 			}
 			kind := slotOther
 			switch op {
@@ -571,24 +660,41 @@ func (s *skimmer) run() (*Skim, error) {
 			if m.fix {
 				kind |= slotFix
 			}
-			s.stack = append(s.stack, skimSlot{start: m.start, info: kind})
+			stack = append(s.stack, skimSlot{start: m.start, info: kind})
 		case opPop:
 			pos++
+			s.stack = stack
 			if !s.pop(1) {
-				return nil, ErrSkim
+				return s.leave(s.stack, ErrSkim)
 			}
+			stack = s.stack
 		case opProto:
 			if at != 0 || buf[pos+1] < 2 || buf[pos+1] > 5 {
-				return nil, ErrSkim
+				return s.leave(stack, ErrSkim)
 			}
 			s.proto = int(buf[pos+1])
 			pos += 2
 		default:
 			// STOP (no key), objects, text opcodes, sets, DUP, POP_MARK,
 			// buffers: decoded from the start.
-			return nil, ErrSkim
+			return s.leave(stack, ErrSkim)
 		}
 	}
+}
+
+// skimGetLen is the length of a memo reference's opcode and argument (0:
+// another opcode), skimGetMask the bits of the 4 bytes after it that are
+// its index.
+var skimGetLen, skimGetMask = func() (l [256]uint8, m [256]uint32) {
+	l[opBinGet], m[opBinGet] = 2, 0xff
+	l[opLongBinGet], m[opLongBinGet] = 5, 0xffffffff
+	return l, m
+}()
+
+// leave ends a walk: the stack kept in run's registers goes back to s.
+func (s *skimmer) leave(stack []skimSlot, err error) (*Skim, error) {
+	s.stack = stack
+	return nil, err
 }
 
 func (s *skimmer) result(at int64) *Skim {

@@ -271,7 +271,8 @@ func TestSkimSplitHostile(t *testing.T) {
 }
 
 // FuzzSkimSplit: on any input, and on it reframed a frame an opcode or
-// a few, the split skim finds what SkimTo finds or fails as it does.
+// a few, the split skim finds what SkimTo finds or fails as it does (and
+// SkimTo's walk what runRef finds).
 //
 //	go test -run='^$' -fuzz='^FuzzSkimSplit$' -fuzztime=30s ./pkg/pickle
 func FuzzSkimSplit(f *testing.F) {
@@ -280,6 +281,7 @@ func FuzzSkimSplit(f *testing.F) {
 	f.Add(tuplePickle(), uint8(1))
 	f.Add(reframe(tuplePickle(), 1), uint8(0))
 	f.Fuzz(func(t *testing.T, data []byte, every uint8) {
+		checkSkimRef(t, "input", data, "key")
 		checkSplitSkim(t, "input", data, "key")
 		if every > 0 {
 			if framed := reframe(data, int(every)); framed != nil {
