@@ -546,8 +546,9 @@ func (s *skimmer) run() (*Skim, error) {
 				}
 				stack = stack[:at0]
 				s.marks = s.marks[:m]
-				if t := len(stack) - 1; t >= s.markBase() && s.piece == nil {
-					// target's case in a walk from the start.
+				if t := len(stack) - 1; t >= s.markBase() {
+					// target's case for a container in this walk (a
+					// piece's too: only one before the piece is logged).
 					if stack[t].info&slotKinds != k {
 						return s.leave(stack, ErrSkim)
 					}

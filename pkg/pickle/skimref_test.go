@@ -324,8 +324,8 @@ func TestSkimRunMatchesRef(t *testing.T) {
 		}
 	}
 	// Both outcomes, many times each: the walks went past many opcodes.
-	if found[true] < 30 || found[false] < 50 {
-		t.Fatalf("%d inputs skimmed to the key, %d refused: want 30 and 50 or more", found[true], found[false])
+	if found[true] < 20 || found[false] < 50 {
+		t.Fatalf("%d inputs skimmed to the key, %d refused: want 20 and 50 or more (20: without the published snapshots)", found[true], found[false])
 	}
 	t.Logf("%d inputs skimmed to the key, %d refused", found[true], found[false])
 }
