@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"math"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 )
@@ -118,18 +119,39 @@ func SkimAt(src io.ReaderAt, size int64, key string, maxMemo int, opt SkimOption
 	if size >= skimArenaMin {
 		arena = newSpanArena(min(maxMemo, 1<<(32-slotMemoShift)-2))
 	}
-	sk, err := skimAt(src, size, key, maxMemo, opt, arena)
+	var mem []byte
+	if size >= skimMapMin && opt.Workers >= 2 {
+		mem = mapForSkim(src, size)
+	}
+	sk, err := skimAt(src, size, key, maxMemo, opt, arena, mem)
+	unmapForSkim(mem)
 	if err != nil || sk.arena != arena {
 		arena.release()
 	}
 	return sk, err
 }
 
+// skimMapMin is the input size from which SkimAt maps a file (tests make
+// it 0).
+var skimMapMin int64 = skimArenaMin
+
+// skimMapMax is the largest input SkimAt maps: every offset in it fits
+// the spans' 32 bits with room to spare, as the reading walk's check
+// (past 4 GiB less 1 MiB: ErrSkim) requires of the offsets it walks.
+const skimMapMax = 2 << 30
+
+// isFault reports whether a recovered panic is a fault reading memory
+// (debug.SetPanicOnFault): a mapped file truncated meanwhile.
+func isFault(r any) bool {
+	_, ok := r.(interface{ Addr() uintptr })
+	return ok
+}
+
 // skimArenaMin is the input size from which SkimAt keeps its spans in a
 // spanArena.
 const skimArenaMin = 32 << 20
 
-func skimAt(src io.ReaderAt, size int64, key string, maxMemo int, opt SkimOptions, arena *spanArena) (*Skim, error) {
+func skimAt(src io.ReaderAt, size int64, key string, maxMemo int, opt SkimOptions, arena *spanArena, mem []byte) (sk *Skim, err error) {
 	var head [11]byte
 	n, _ := src.ReadAt(head[:], 0)
 	if opt.Workers < 2 || n < len(head) || head[0] != opProto || head[1] < 4 || head[1] > 5 || head[2] != opFrame {
@@ -142,6 +164,22 @@ func skimAt(src io.ReaderAt, size int64, key string, maxMemo int, opt SkimOption
 		return s.run()
 	}
 	sp := &skimSplit{src: src, size: size, key: key, proto: int(head[1]), keyAt: math.MaxInt, piece: opt.PieceBytes}
+	if int64(len(mem)) == size {
+		sp.mem = mem
+		// A fault in the mapping ends the skim, once no worker walks it
+		// (the caller unmaps it).
+		defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+		defer func() {
+			if r := recover(); r != nil {
+				if !isFault(r) {
+					panic(r)
+				}
+				sp.stop.Store(-1)
+				sp.wg.Wait()
+				sk, err = nil, ErrSkim
+			}
+		}()
+	}
 	if sp.piece <= 0 {
 		sp.piece = skimPieceBytes
 	}
@@ -169,6 +207,16 @@ func skimAt(src io.ReaderAt, size int64, key string, maxMemo int, opt SkimOption
 				sp.wg.Add(1)
 				go func() {
 					defer sp.wg.Done()
+					if sp.mem != nil {
+						// A piece left unwalked is walked again in
+						// order, and faults there.
+						defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+						defer func() {
+							if r := recover(); r != nil && !isFault(r) {
+								panic(r)
+							}
+						}()
+					}
 					sp.work()
 				}()
 			}
@@ -188,8 +236,11 @@ func skimAt(src io.ReaderAt, size int64, key string, maxMemo int, opt SkimOption
 
 // skimSplit hands out the pieces and joins them.
 type skimSplit struct {
-	src     io.ReaderAt
-	size    int64
+	src  io.ReaderAt
+	size int64
+	// mem, if not nil, is the input mapped (mapForSkim): the walks read
+	// it in place.
+	mem     []byte
 	piece   int64 // SkimOptions.PieceBytes
 	arena   *spanArena
 	key     string
@@ -308,7 +359,10 @@ func (sp *skimSplit) framesAt(f int64, k int) bool {
 
 // work walks pieces after the first until there are none.
 func (sp *skimSplit) work() {
-	buf := make([]byte, 0, sp.bufSize())
+	var buf []byte
+	if sp.mem == nil {
+		buf = make([]byte, 0, sp.bufSize())
+	}
 	for p := sp.next(); p != nil; p = sp.next() {
 		w := &skimmer{buf: buf, key: sp.key, maxMemo: sp.maxMemo, proto: sp.proto, limit: p.limit,
 			piece: &skimPieceWalk{index: p.index, stop: &sp.stop}}
@@ -318,7 +372,13 @@ func (sp *skimSplit) work() {
 			w.limit = math.MaxInt64
 		}
 		_, err := w.run()
-		buf, w.buf = w.buf, nil
+		if sp.mem == nil {
+			buf = w.buf
+		} else if p.limit >= 0 {
+			// The piece is walked: its pages need not stay mapped.
+			dropMapped(sp.mem, p.start, p.limit)
+		}
+		w.buf = nil
 		sp.mu.Lock()
 		if err == errSkimLimit || err == errSkimKey {
 			p.ok, p.key, p.end, p.w = true, err == errSkimKey, w.stopped, w
@@ -374,6 +434,11 @@ func (sp *skimSplit) join(abs *skimmer) (*Skim, error) {
 
 // seek sets s to read the input from off on.
 func (sp *skimSplit) seek(s *skimmer, off int64) {
+	if sp.mem != nil {
+		// All of it in the buffer, as at the input's end.
+		s.r, s.base, s.buf, s.pos, s.eof = nil, 0, sp.mem, int(off), true
+		return
+	}
 	if s.buf == nil {
 		s.buf = make([]byte, 0, sp.bufSize())
 	}

@@ -303,7 +303,7 @@ func TestSkimArena(t *testing.T) {
 		// Room for one page: the rest come from the heap.
 		arena := newSpanArena(1)
 		got, gerr := skimAt(bytes.NewReader(data), int64(len(data)), "key", 1<<20,
-			SkimOptions{Workers: 2, PieceBytes: 1}, arena)
+			SkimOptions{Workers: 2, PieceBytes: 1}, arena, nil)
 		skimsMatch(t, fmt.Sprintf("framed every %d", every), want, werr, got, gerr)
 		if gerr != nil || got.arena != arena {
 			t.Fatalf("the skim does not hold its arena: %v", gerr)
