@@ -490,11 +490,27 @@ func (s *skimmer) run() (*Skim, error) {
 		case opMark:
 			s.marks = append(s.marks, skimMark{at: len(stack), start: at})
 			pos++
-		case opEmptyDict:
-			stack = append(stack, skimSlot{start: at, info: slotDict})
-			pos++
-		case opEmptyList:
-			stack = append(stack, skimSlot{start: at, info: slotList})
+		case opEmptyDict, opEmptyList:
+			kind := slotDict
+			if op == opEmptyList {
+				kind = slotList
+			}
+			if buf[pos+1] == opMemoize && s.span.total < s.maxMemo {
+				// Stored at once, as CPython writes every container
+				// (memoize's case of a fresh slot: every object stored
+				// before starts before it), and often a MARK for its
+				// items.
+				i := s.span.total
+				stack = append(stack, skimSlot{start: at, info: kind | uint32(i+1)<<slotMemoShift})
+				s.span.add(skimSpan{start: at, end: at + 2})
+				pos += 2
+				if buf[pos] == opMark {
+					s.marks = append(s.marks, skimMark{at: len(stack), start: at + 2})
+					pos++
+				}
+				break
+			}
+			stack = append(stack, skimSlot{start: at, info: kind})
 			pos++
 		case opNone, opNewTrue, opNewFalse, opEmptyTuple:
 			stack = append(stack, skimSlot{start: at})

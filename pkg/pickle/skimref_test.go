@@ -270,6 +270,10 @@ func TestSkimRunMatchesRef(t *testing.T) {
 			inputs[fmt.Sprintf("%s framed every %d", name, every)] = reframe(data, every)
 		}
 	}
+	// {"a": [], ("b", 1): "c"}: a MARK right after a list's MEMOIZE that
+	// begins a tuple, not the list's items (the tuple starts at the MARK).
+	inputs["a tuple from a MARK after a fresh list"] = []byte("\x80\x04}\x94(\x8c\x01a\x94]\x94(\x8c\x01b\x94K\x01t\x94" +
+		"\x8c\x01c\x94u\x8c\x03key\x94" + skimRefAfter)
 	r := rand.New(rand.NewSource(3))
 	for _, bad := range []int{-1, 0, 7, 19} {
 		// {"a": "b", "c": "d", "e": "f", "g": [x0, ..., x29]} with x
