@@ -1,7 +1,9 @@
 package pickle
 
 import (
+	"bytes"
 	"encoding/binary"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -78,5 +80,80 @@ func TestMemoSideTableFull(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "the memo holds more than 3 values") {
 			t.Errorf("streamed=%v: error %v, want the side table's limit", streamed, err)
 		}
+	}
+}
+
+// TestMemoZeroPage: pages grow adds read as zeros and share one page until
+// set stores in them; a store goes to a page of its own, the shared one
+// stays zeros, and a decoder started past a skim fills only the pages of
+// the objects it decodes.
+func TestMemoZeroPage(t *testing.T) {
+	var m memo
+	m.grow(3*memoPage + 5)
+	for k, pg := range m.pages {
+		if &pg[0] != &memoZeroPage[0] {
+			t.Fatalf("page %d made before anything was stored in it", k)
+		}
+	}
+	if !m.set(memoPage+7, Int(42)) || !m.set(3*memoPage, Bool(true)) {
+		t.Fatal("set refused")
+	}
+	for k, pg := range m.pages {
+		if shared := &pg[0] == &memoZeroPage[0]; shared != (k == 0 || k == 2) {
+			t.Fatalf("page %d shared: %v", k, shared)
+		}
+	}
+	for i, want := range map[int]Value{memoPage + 7: Int(42), 3 * memoPage: Bool(true)} {
+		if v, ok := m.get(uint64(i)); !ok || v != want {
+			t.Fatalf("index %d: %v %v, want %v", i, v, ok, want)
+		}
+	}
+	if _, ok := m.get(5); ok || m.word(memoPage+8) != 0 || m.stored != 2 {
+		t.Fatalf("an index never stored reads as stored (stored %d)", m.stored)
+	}
+	for i, w := range memoZeroPage {
+		if w != 0 {
+			t.Fatalf("the shared page was written at %d", i)
+		}
+	}
+
+	// 20,000 strings stored before the key (memo 2 on), the key's value
+	// refers to two (pages 0 and 4): the decoder past the skim makes those
+	// two pages.
+	var b bytes.Buffer
+	b.WriteString("\x80\x04}\x94(\x8c\x01a\x94](")
+	for i := range 20_000 {
+		fmt.Fprintf(&b, "\x8c\x05s%04d\x94", i%10_000)
+	}
+	b.WriteString("e\x8c\x03key\x94](h\x05j")
+	binary.Write(&b, binary.LittleEndian, uint32(4*memoPage+1))
+	b.WriteString("eu.")
+	data := b.Bytes()
+	sk, err := SkimTo(bytes.NewReader(data), "key", 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := sk.Decoder(bytes.NewReader(data[sk.Stop:]), bytes.NewReader(data), nil, nil, nil)
+	top, err := d.Decode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, wvs, err := Loads(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, _ := d.Values().Get(top, "key")
+	wkey, _ := wvs.Get(want, "key")
+	if got, want := Canonical(d.Values(), key), Canonical(wvs, wkey); got != want || d.LazyResolved() != 2 {
+		t.Fatalf("the key's value decodes to %s (%d objects decoded on demand), from the start %s", got, d.LazyResolved(), want)
+	}
+	made := 0
+	for _, pg := range d.memo.pages {
+		if &pg[0] != &memoZeroPage[0] {
+			made++
+		}
+	}
+	if n := len(d.memo.pages); n < 5 || made != 2 {
+		t.Fatalf("%d pages made of %d, want the 2 the objects referred to are in", made, n)
 	}
 }
