@@ -27,6 +27,13 @@ type TraceEvent struct {
 	// by its alloc and its frees; a name is reused once its block is
 	// freed. Frees of blocks allocated before the trace began have none.
 	Name string `json:"name,omitempty"`
+	// NameNo numbers the name where a walk left its spelling to the
+	// printer (AppendName, SpellName): k+1 for AllocName(k), 0 for none
+	// or a Name spelled already. Looking the text up on the walk's
+	// goroutine was a cache miss an entry (a name table as large as the
+	// most blocks ever live) on a listing's critical path; spelling it
+	// costs the printer a few instructions.
+	NameNo int32 `json:"-"`
 	// Segment and Offset locate the block (or mapped range) in its
 	// segment: the cudaMalloc'd segment or the expandable segment's
 	// reservation. Located is false where no segment covers it.
@@ -240,15 +247,36 @@ func (n *names) give(k int) {
 }
 
 // AllocName is the k-th allocation name: a ... z, aa ... az, ba, ...
-func AllocName(k int) string {
-	var b []byte
+func AllocName(k int) string { return string(AppendAllocName(nil, k)) }
+
+// AppendAllocName appends AllocName(k) to b.
+func AppendAllocName(b []byte, k int) []byte {
+	start := len(b)
 	for k++; k > 0; k = (k - 1) / 26 {
 		b = append(b, byte('a'+(k-1)%26))
 	}
-	for i, j := 0, len(b)-1; i < j; i, j = i+1, j-1 {
+	for i, j := start, len(b)-1; i < j; i, j = i+1, j-1 {
 		b[i], b[j] = b[j], b[i]
 	}
-	return string(b)
+	return b
+}
+
+// HasName reports whether the event names an allocation.
+func (ev *TraceEvent) HasName() bool { return ev.Name != "" || ev.NameNo > 0 }
+
+// AppendName appends the event's allocation name (none: nothing).
+func (ev *TraceEvent) AppendName(b []byte) []byte {
+	if ev.NameNo > 0 {
+		return AppendAllocName(b, int(ev.NameNo)-1)
+	}
+	return append(b, ev.Name...)
+}
+
+// SpellName sets Name from NameNo, for a reader of the event's fields.
+func (ev *TraceEvent) SpellName() {
+	if ev.NameNo > 0 {
+		ev.Name, ev.NameNo = AllocName(int(ev.NameNo)-1), 0
+	}
 }
 
 // ListTrace is WalkTrace collecting the selected entries of an already
@@ -257,6 +285,7 @@ func ListTrace(rp *Replayed, fr *Frames, q TraceQuery) (*TraceList, error) {
 	var events []TraceEvent
 	sum, err := WalkTrace(rp.Snap, rp.Device, fr, q, func(ev *TraceEvent) error {
 		events = append(events, *ev)
+		events[len(events)-1].SpellName()
 		return nil
 	})
 	if err != nil {
@@ -409,7 +438,7 @@ func (w *TraceWalk) Run(fr *Frames, q TraceQuery, emit func(*TraceEvent) error) 
 				nm.give(int(blocks.slots[slot].v.name))
 			}
 			blocks.put(slot, e.Addr, l)
-			ev.Name = nm.text(int(l.name))
+			ev.NameNo = l.name + 1
 			ev.Segment, ev.Offset, ev.Located = l.seg, l.off, l.ok
 		case snapshot.ActionFreeRequested, snapshot.ActionFreeCompleted, snapshot.ActionFree:
 			slot, ok := blocks.find(e.Addr)
@@ -427,7 +456,7 @@ func (w *TraceWalk) Run(fr *Frames, q TraceQuery, emit func(*TraceEvent) error) 
 				}
 			}
 			if l.named {
-				ev.Name = nm.text(int(l.name))
+				ev.NameNo = l.name + 1
 			}
 			ev.Segment, ev.Offset, ev.Located = l.seg, l.off, l.ok
 			if e.Stack == snapshot.NoStack && l.stack != snapshot.NoStack {

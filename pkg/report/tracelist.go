@@ -54,11 +54,14 @@ func TraceColumns(withTime bool) []Column {
 
 // TraceName is an event's allocation name, "-" for a free of a block
 // allocated before the trace began.
-func TraceName(ev *analysis.TraceEvent) string {
-	if ev.Name == "" && (ev.Action == "free_requested" || ev.Action == "free_completed" || ev.Action == "free") {
-		return "-"
+func TraceName(ev *analysis.TraceEvent) string { return string(AppendTraceName(nil, ev)) }
+
+// AppendTraceName appends TraceName(ev) to b.
+func AppendTraceName(b []byte, ev *analysis.TraceEvent) []byte {
+	if !ev.HasName() && (ev.Action == "free_requested" || ev.Action == "free_completed" || ev.Action == "free") {
+		return append(b, '-')
 	}
-	return ev.Name
+	return ev.AppendName(b)
 }
 
 // TraceFrame is an event's allocation site as the listing shows it.

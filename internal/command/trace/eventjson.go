@@ -46,7 +46,12 @@ func appendEvent(b []byte, je *jsonEvent) []byte {
 	b = strconv.AppendInt(b, ev.Size, 10)
 	b = append(b, `,"stream":`...)
 	b = strconv.AppendInt(b, ev.Stream, 10)
-	if ev.Name != "" {
+	if ev.NameNo > 0 {
+		// A walk's name, a-z only: nothing to escape.
+		b = append(b, `,"name":"`...)
+		b = ev.AppendName(b)
+		b = append(b, '"')
+	} else if ev.Name != "" {
 		b = append(b, `,"name":`...)
 		b = appendString(b, ev.Name)
 	}

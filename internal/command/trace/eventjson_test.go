@@ -23,7 +23,11 @@ func TestEventJSON(t *testing.T) {
 	check := func(je *jsonEvent) {
 		t.Helper()
 		ref.Reset()
-		if err := enc.Encode(je); err != nil {
+		// A walk leaves the name's spelling to the printer (NameNo):
+		// encoding/json writes the spelled Name.
+		spelled := *je
+		spelled.SpellName()
+		if err := enc.Encode(&spelled); err != nil {
 			t.Fatal(err)
 		}
 		if got := appendEvent(nil, je); !bytes.Equal(got, ref.Bytes()) {
@@ -82,6 +86,14 @@ func TestEventJSON(t *testing.T) {
 		}
 		if i%7 == 0 {
 			je.Device = nil
+		}
+		if i%3 == 1 {
+			// A name left to the printer: the first names, and the
+			// lengths around each power of 26.
+			je.Name, je.NameNo = "", int32(1+rng.Intn(30))
+			if i%2 == 0 {
+				je.NameNo = int32(1 + rng.Intn(26*26*26*26))
+			}
 		}
 		check(je)
 	}

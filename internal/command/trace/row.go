@@ -34,7 +34,7 @@ func (r *tableRow) begin(ev *analysis.TraceEvent, withTime bool) {
 	}
 	r.line = append(r.line, ev.Action...)
 	r.end()
-	r.line = append(r.line, report.TraceName(ev)...)
+	r.line = report.AppendTraceName(r.line, ev)
 	r.end()
 	r.line = report.AppendSize(r.line, ev.Size)
 	r.end()
