@@ -153,18 +153,36 @@ func ReplayObservedFor(s *snapshot.Snapshot, device int, want Want, start func(a
 		}
 		c.step(lo, r.Pos()-1, r.Allocator())
 	}
+	// What the analyses need of the whole trace (the last alloc entry at
+	// each address, the first free at addresses whose first event is a
+	// free, the allocation entries of the captured states' blocks) is
+	// gathered while Result runs, on the core the steps' tally leaves idle
+	// once the steps end: it reads the trace and the captured states,
+	// which Result does not touch.
+	type scanned struct {
+		lastAlloc map[uint64]int
+		panic     *parallel.PanicError
+	}
+	scan := make(chan scanned, 1)
+	go func() {
+		var sc scanned
+		defer func() {
+			sc.panic = parallel.Recovered(recover())
+			scan <- sc
+		}()
+		sc.lastAlloc = c.scan()
+	}()
 	rp.Result = r.Result()
 	if rp.alloc != nil {
 		rp.padFigures(trace.Len())
 		rp.resv.Clip()
 	}
-	// What the analyses need of the whole trace is gathered once the
-	// replay's allocator is gone (its memory and these maps are not held
-	// at once): the last alloc entry at each address, the first free at
-	// addresses whose first event is a free, the live blocks of the final
-	// snapshot, and the allocation entries of the captured states' blocks.
 	r = nil
-	lastAlloc := c.scan() // garbage once final holds what is read of it
+	sc := <-scan
+	if sc.panic != nil {
+		return nil, fmt.Errorf("device %d: %w", device, sc.panic)
+	}
+	lastAlloc := sc.lastAlloc // garbage once final holds what is read of it
 	rp.final = finalBlocks(s.DeviceSegments(device), lastAlloc)
 	c.finish()
 	return rp, nil
