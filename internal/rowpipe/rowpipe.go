@@ -48,6 +48,13 @@ var ErrStopped = errors.New("rowpipe: the writer stopped")
 // produce's. The rows added before a failure of produce are written. A
 // panic of the writer comes back as a *parallel.PanicError.
 func Run[T any](produce func(add func(*T) error) error, write func(*T) error, tick func() error) error {
+	return RunShipping(func(add func(*T) error, _ func() error) error { return produce(add) }, write, tick)
+}
+
+// RunShipping is Run for a producer that also knows when rows must not
+// wait for more (a decoder whose filter keeps few rows, a file read slowly):
+// ship hands the rows added so far to the writer at once, however few.
+func RunShipping[T any](produce func(add func(*T) error, ship func() error) error, write func(*T) error, tick func() error) error {
 	p := &pipe[T]{
 		full:  make(chan []T, buffers),
 		free:  make(chan []T, buffers),
@@ -72,7 +79,7 @@ func Run[T any](produce func(add func(*T) error) error, write func(*T) error, ti
 		}
 		<-finished
 	}()
-	err := produce(p.add)
+	err := produce(p.add, p.send)
 	if !errors.Is(err, ErrStopped) {
 		p.send()
 	}

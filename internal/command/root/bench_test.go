@@ -23,6 +23,7 @@ var benchCommands = [][]string{
 	{"segments"},
 	{"trace"},
 	{"trace", "--json"},
+	{"trace", "--stream"},
 	{"replay"},
 	{"diff", "FILE"},
 	{"report", "-o", "OUT/report.html"},

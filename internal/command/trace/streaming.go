@@ -38,42 +38,92 @@ func runStream(opts *Options) error {
 	ts := analysis.NewTraceStream(opts.query, opts.AllFrames)
 	cur := -1
 	var seen []int
-	last := time.Now()
-	emit := func(ev *analysis.StreamEvent) error {
-		if err := p.event(ev); err != nil {
-			return err
-		}
-		return out.tick()
-	}
-	st, err := command.StreamSnapshot(opts.IO.ErrOut, opts.File, func(se *snapshot.StreamedEntry) error {
-		opts.streamed++
-		if opts.streamed&255 == 0 && time.Since(last) >= rowpipe.TickEvery {
-			// Rows that trickle out (a selective filter) are not held back.
-			last = time.Now()
-			if err := out.flushBuffered(); err != nil {
-				return err
+	var st *snapshot.Streamed
+	// The decoder and the stream's columns run here; the rows are
+	// formatted and written on a second goroutine (rowpipe): on one
+	// goroutine the printer took a third of a whole listing's time. The
+	// printer learns what the decoder's loop did as items, in order.
+	err := rowpipe.RunShipping(func(add func(*streamItem) error, ship func() error) error {
+		var it streamItem
+		// The printer's table starts writing once startAfter entries
+		// are decoded after its first row (streamText.entries); that
+		// moment is found here, where entries are counted, and sent as
+		// an item, so the rows held and the layout are those of a
+		// printer that sees every entry.
+		heldAt, open := -1, false
+		n := 0 // entries decoded so far
+		defer func() { opts.streamed.Store(int64(n)) }()
+		last := time.Now()
+		emit := func(ev *analysis.StreamEvent) error {
+			if !open {
+				open, heldAt = true, n
 			}
+			it.kind, it.n, it.ev = itemEvent, n, *ev
+			return add(&it)
 		}
-		if err := p.entries(opts.streamed); err != nil {
-			return err
-		}
-		if opts.Device >= 0 && se.Device != opts.Device {
-			return nil
-		}
-		if se.Device != cur {
-			if cur >= 0 {
-				if err := p.endDevice(ts.Summary(cur)); err != nil {
+		var err error
+		st, err = command.StreamSnapshot(opts.IO.ErrOut, opts.File, func(se *snapshot.StreamedEntry) error {
+			n++
+			if n&63 == 0 {
+				opts.streamed.Store(int64(n))
+			}
+			if n&255 == 0 && time.Since(last) >= rowpipe.TickEvery {
+				// Rows that trickle out (a selective filter) are not
+				// held back: the writer's clock flushes them.
+				last = time.Now()
+				if err := ship(); err != nil {
 					return err
 				}
 			}
-			cur = se.Device
-			seen = append(seen, cur)
-			if err := p.beginDevice(cur, se.Entry.TimeUS != 0); err != nil {
-				return err
+			if open && heldAt >= 0 && n-heldAt >= startAfter {
+				heldAt = -1
+				it = streamItem{kind: itemStart, n: n}
+				if err := add(&it); err != nil {
+					return err
+				}
 			}
+			if opts.Device >= 0 && se.Device != opts.Device {
+				return nil
+			}
+			if se.Device != cur {
+				if cur >= 0 {
+					it = streamItem{kind: itemEndDevice, sum: *ts.Summary(cur)}
+					open = false
+					if err := add(&it); err != nil {
+						return err
+					}
+				}
+				cur = se.Device
+				seen = append(seen, cur)
+				it = streamItem{kind: itemBeginDevice, device: cur, withTime: se.Entry.TimeUS != 0}
+				if err := add(&it); err != nil {
+					return err
+				}
+			}
+			return ts.Entry(se, emit)
+		})
+		if err == nil && cur >= 0 {
+			it = streamItem{kind: itemEndDevice, sum: *ts.Summary(cur)}
+			err = add(&it)
 		}
-		return ts.Entry(se, emit)
-	})
+		return err
+	}, func(it *streamItem) error {
+		switch it.kind {
+		case itemBeginDevice:
+			return p.beginDevice(it.device, it.withTime)
+		case itemEndDevice:
+			return p.endDevice(&it.sum)
+		case itemStart:
+			return p.entries(it.n)
+		}
+		if err := p.entries(it.n); err != nil {
+			return err
+		}
+		if err := p.event(&it.ev); err != nil {
+			return err
+		}
+		return out.tick()
+	}, out.flushBuffered)
 	if err != nil {
 		if out.failed(err) {
 			return err
@@ -83,11 +133,6 @@ func runStream(opts *Options) error {
 			return ferr
 		}
 		return err
-	}
-	if cur >= 0 {
-		if err := p.endDevice(ts.Summary(cur)); err != nil {
-			return err
-		}
 	}
 	if len(seen) == 0 {
 		if opts.Device >= 0 {
@@ -119,6 +164,27 @@ func runStream(opts *Options) error {
 	}
 	return out.Flush()
 }
+
+// streamItem is what the decoder's loop hands the printer, in order: an
+// event to list (with how many entries were decoded then), a device's
+// beginning or end, or the moment a held table starts (itemStart).
+type streamItem struct {
+	kind     streamItemKind
+	n        int
+	device   int
+	withTime bool
+	sum      analysis.StreamSummary
+	ev       analysis.StreamEvent
+}
+
+type streamItemKind uint8
+
+const (
+	itemEvent streamItemKind = iota
+	itemBeginDevice
+	itemEndDevice
+	itemStart
+)
 
 // streamEnd is what a streaming listing learns at the end of the file:
 // the release its keys allow and, for each device listed, what its
@@ -199,6 +265,8 @@ type streamText struct {
 	// decoded if fewer rows came (a selective filter), a count rather
 	// than a clock so that the layout is the same on every run.
 	heldAt int
+	// decoded is how many entries had been decoded at the last entries.
+	decoded int
 }
 
 func newStreamText(w io.Writer, opts *Options) *streamText {
@@ -222,6 +290,7 @@ func (t *streamText) beginDevice(device int, withTime bool) error {
 const startAfter = 8192
 
 func (t *streamText) entries(n int) error {
+	t.decoded = n
 	if t.table != nil && t.heldAt >= 0 && n-t.heldAt >= startAfter {
 		t.heldAt = -1
 		return t.table.Start()
@@ -232,7 +301,7 @@ func (t *streamText) entries(n int) error {
 func (t *streamText) event(ev *analysis.StreamEvent) error {
 	if t.table == nil {
 		t.table = report.NewTableStream(t.doc.BeginBlock(), t.opts.Format, streamColumns(t.withTime), 0)
-		t.heldAt = t.opts.streamed
+		t.heldAt = t.decoded
 	}
 	r := &t.row
 	r.begin(&ev.TraceEvent, t.withTime)

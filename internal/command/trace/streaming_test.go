@@ -203,14 +203,14 @@ func TestStreamFirstLines(t *testing.T) {
 			firstAt := -1
 			out.at = func(n int) error {
 				if firstAt < 0 && strings.Contains(out.String(), "alloc") {
-					firstAt = opts.streamed
+					firstAt = int(opts.streamed.Load())
 				}
 				return nil
 			}
 			if err := runTrace(opts); err != nil {
 				t.Fatal(err)
 			}
-			entries := opts.streamed
+			entries := int(opts.streamed.Load())
 			if entries < 40000 {
 				t.Fatalf("%d entries streamed", entries)
 			}
@@ -242,8 +242,8 @@ func TestStreamClosedPipe(t *testing.T) {
 		if !errors.Is(err, syscall.EPIPE) {
 			t.Fatalf("%s: error %v, want EPIPE", f, err)
 		}
-		if opts.streamed > 10000 {
-			t.Errorf("%s: the decoding went on to entry %d of 40000 after the pipe closed", f, opts.streamed)
+		if int(opts.streamed.Load()) > 10000 {
+			t.Errorf("%s: the decoding went on to entry %d of 40000 after the pipe closed", f, int(opts.streamed.Load()))
 		}
 	}
 }
@@ -288,16 +288,16 @@ func TestStreamBoundedMemory(t *testing.T) {
 	for _, f := range []report.Format{report.Text, report.JSON} {
 		opts, h := listingHeap(t, fn, f, true)
 		loaded, first, peak, samples := h.loaded, h.first, h.peak, h.samples
-		if opts.streamed < 200000 {
-			t.Fatalf("%d entries streamed", opts.streamed)
+		if int(opts.streamed.Load()) < 200000 {
+			t.Fatalf("%d entries streamed", int(opts.streamed.Load()))
 		}
 		t.Logf("%s: loaded snapshot %.1f MB; while streaming: first %.1f MB, peak %.1f MB (%d samples, %.0f MB written)",
 			f, float64(loaded)/1e6, float64(first)/1e6, float64(peak)/1e6, samples, float64(h.written)/1e6)
 		if samples < 10 {
 			t.Errorf("%s: %d samples: the listing was not written as it went", f, samples)
 		}
-		if grew := peak - first; grew > 8*int64(opts.streamed) {
-			t.Errorf("%s: the heap grew by %.1f MB while streaming %d entries, over 8 bytes an entry", f, float64(grew)/1e6, opts.streamed)
+		if grew := peak - first; grew > 8*opts.streamed.Load() {
+			t.Errorf("%s: the heap grew by %.1f MB while streaming %d entries, over 8 bytes an entry", f, float64(grew)/1e6, int(opts.streamed.Load()))
 		}
 		if peak > loaded {
 			t.Errorf("%s: heap %.1f MB while streaming, the loaded snapshot takes %.1f MB", f, float64(peak)/1e6, float64(loaded)/1e6)
@@ -321,7 +321,7 @@ func TestStreamFirstLinesFiltered(t *testing.T) {
 	type write struct{ at, streamed int }
 	var writes []write
 	out.at = func(n int) error {
-		writes = append(writes, write{n, opts.streamed})
+		writes = append(writes, write{n, int(opts.streamed.Load())})
 		return nil
 	}
 	if err := runTrace(opts); err != nil {
@@ -336,7 +336,7 @@ func TestStreamFirstLinesFiltered(t *testing.T) {
 	if rows := strings.Count(out.String(), " alloc "); rows < 100 || rows > report.DefaultHold {
 		t.Fatalf("%d rows: the test wants fewer than a table holds", rows)
 	}
-	if firstAt < 0 || firstAt > opts.streamed/2 {
-		t.Errorf("the first rows came after %d of %d entries", firstAt, opts.streamed)
+	if firstAt < 0 || firstAt > int(opts.streamed.Load())/2 {
+		t.Errorf("the first rows came after %d of %d entries", firstAt, int(opts.streamed.Load()))
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"github.com/spf13/cobra"
 
@@ -41,8 +42,9 @@ type Options struct {
 	// is when a line is written).
 	walk *analysis.TraceWalk
 	// streamed counts the entries a --stream listing has been handed so
-	// far (tests look at it when a line is written).
-	streamed int
+	// far, published every 64 entries and at the end (tests look at it
+	// when a line is written, on the writer's goroutine).
+	streamed atomic.Int64
 }
 
 // NewCmdTrace returns the trace command. runF replaces runTrace in tests
