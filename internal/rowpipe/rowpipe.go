@@ -53,7 +53,10 @@ func Run[T any](produce func(add func(*T) error) error, write func(*T) error, ti
 
 // RunShipping is Run for a producer that also knows when rows must not
 // wait for more (a decoder whose filter keeps few rows, a file read slowly):
-// ship hands the rows added so far to the writer at once, however few.
+// ship hands the rows added so far to the writer at once, however few, and
+// returns once they are written, so that what the writer has written by
+// then is what a writer on the producer's goroutine would have (on a busy
+// machine the writer's goroutine may otherwise run late).
 func RunShipping[T any](produce func(add func(*T) error, ship func() error) error, write func(*T) error, tick func() error) error {
 	p := &pipe[T]{
 		full:  make(chan []T, buffers),
@@ -79,7 +82,7 @@ func RunShipping[T any](produce func(add func(*T) error, ship func() error) erro
 		}
 		<-finished
 	}()
-	err := produce(p.add, p.send)
+	err := produce(p.add, p.drain)
 	if !errors.Is(err, ErrStopped) {
 		p.send()
 	}
@@ -132,6 +135,27 @@ func (p *pipe[T]) send() error {
 		p.batch = b[:0]
 	case <-p.done:
 		return ErrStopped
+	}
+	return nil
+}
+
+// drain sends the batch being filled and waits until the writer has
+// written every batch sent: it has then handed back every buffer but the
+// one being filled.
+func (p *pipe[T]) drain() error {
+	if err := p.send(); err != nil {
+		return err
+	}
+	var held [buffers - 1][]T
+	for i := range held {
+		select {
+		case held[i] = <-p.free:
+		case <-p.done:
+			return ErrStopped
+		}
+	}
+	for _, b := range held {
+		p.free <- b
 	}
 	return nil
 }

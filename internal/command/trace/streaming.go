@@ -6,6 +6,7 @@ import (
 	"io"
 	"path/filepath"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/memstat/memstat/internal/command"
@@ -39,6 +40,7 @@ func runStream(opts *Options) error {
 	cur := -1
 	var seen []int
 	var st *snapshot.Streamed
+	var firstOut atomic.Bool // the printer has flushed the first screen
 	// The decoder and the stream's columns run here; the rows are
 	// formatted and written on a second goroutine (rowpipe): on one
 	// goroutine the printer took a third of a whole listing's time. The
@@ -59,7 +61,17 @@ func runStream(opts *Options) error {
 				open, heldAt = true, n
 			}
 			it.kind, it.n, it.ev = itemEvent, n, *ev
-			return add(&it)
+			if err := add(&it); err != nil {
+				return err
+			}
+			if !firstOut.Load() {
+				// Until the first screen is out, each row is written
+				// before the decoder goes on, as on one goroutine: the
+				// few rows a filter keeps would otherwise wait for a
+				// batch, and the first screen with them.
+				return ship()
+			}
+			return nil
 		}
 		var err error
 		st, err = command.StreamSnapshot(opts.IO.ErrOut, opts.File, func(se *snapshot.StreamedEntry) error {
@@ -79,6 +91,11 @@ func runStream(opts *Options) error {
 				heldAt = -1
 				it = streamItem{kind: itemStart, n: n}
 				if err := add(&it); err != nil {
+					return err
+				}
+				// The held rows go out now, not when a batch of the
+				// few rows a filter keeps fills.
+				if err := ship(); err != nil {
 					return err
 				}
 			}
@@ -114,7 +131,10 @@ func runStream(opts *Options) error {
 		case itemEndDevice:
 			return p.endDevice(&it.sum)
 		case itemStart:
-			return p.entries(it.n)
+			if err := p.entries(it.n); err != nil {
+				return err
+			}
+			return out.tick()
 		}
 		if err := p.entries(it.n); err != nil {
 			return err
@@ -122,7 +142,11 @@ func runStream(opts *Options) error {
 		if err := p.event(&it.ev); err != nil {
 			return err
 		}
-		return out.tick()
+		err := out.tick()
+		if !out.first {
+			firstOut.Store(true)
+		}
+		return err
 	}, out.flushBuffered)
 	if err != nil {
 		if out.failed(err) {
