@@ -229,6 +229,25 @@ func (m *memo) get(i uint64) (Value, bool) {
 	}
 }
 
+// plain returns the value at index i when its word is a record or a str,
+// as get would: the values a snapshot's dicts refer to by the million
+// (their keys, their frames), which are never containers, so the caller
+// needs no Resolve and counts no reference. It is false for anything else,
+// an index never stored included: the caller goes get's way.
+func (m *memo) plain(i int) (Value, bool) {
+	if uint(i) >= uint(m.len) {
+		return None, false
+	}
+	w := m.pages[i>>memoPageBits][i&(memoPage-1)]
+	if w&recordBit != 0 {
+		return Value{Kind: KindRecord, Tag: uint8(w >> recordBits & 7), N: uint64(w & (1<<recordBits - 1))}, true
+	}
+	if w>>payloadBits == uint32(KindString)+1 {
+		return Value{Kind: KindString, N: uint64(w & (1<<payloadBits - 1))}, true
+	}
+	return None, false
+}
+
 // pack returns v as a word; false if it does not fit one.
 func pack(v Value) (uint32, bool) {
 	if v.Kind == KindRecord {

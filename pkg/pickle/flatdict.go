@@ -373,6 +373,17 @@ func (d *Decoder) flatBatch() (bool, error) {
 			}
 			items = append(items, v)
 		case opBinGet, opLongBinGet:
+			// A key, or a str or record value: most of a dict's opcodes,
+			// read here without get's call.
+			i, n := int(buf[p+1]), 2
+			if op == opLongBinGet {
+				i, n = int(binary.LittleEndian.Uint32(buf[p+1:p+5])), 5
+			}
+			if v, ok := d.memo.plain(i); ok {
+				items = append(items, v)
+				p += n
+				continue
+			}
 			v, n, err := get()
 			if err != nil {
 				return true, err

@@ -47,6 +47,48 @@ func TestMemoWords(t *testing.T) {
 	}
 }
 
+// TestMemoPlain: plain, the flat-dict path's read of a memo reference,
+// answers exactly for the records and strs memoized in a word (what get
+// returns), and leaves every other word to get: containers (which need a
+// reference counted), spilled values, other kinds, indices never stored,
+// reserved or past the end.
+func TestMemoPlain(t *testing.T) {
+	vals := []Value{
+		None, Bool(true), Int(7), Int(1 << payloadBits), Float(1.5), {Kind: KindString},
+		{Kind: KindString, N: 1<<payloadBits - 1}, {Kind: KindString, N: 1 << payloadBits},
+		{Kind: KindBytes, N: 4}, {Kind: KindBigInt, N: 3}, {Kind: KindList, N: 12345}, {Kind: KindDict, N: 1},
+		{Kind: KindTuple, N: 2}, {Kind: KindSet, N: 3}, Record(0, 0), Record(7, 1<<recordBits-1),
+		Record(7, 1<<recordBits), Record(8, 0), {Kind: KindString, Tag: 1, N: 2},
+	}
+	var m memo
+	for i, v := range vals {
+		m.grow(i)
+		m.set(i, v)
+	}
+	gap := len(vals) + 5000 // on a page of its own, never stored: the zero page
+	m.grow(gap)
+	reserved := gap + 1
+	m.reserve(reserved)
+	plains := 0
+	for i := range reserved + 3 {
+		got, ok := m.plain(i)
+		want, stored := m.get(uint64(i))
+		isPlain := stored && (want.Kind == KindRecord || want.Kind == KindString)
+		if _, packed := pack(want); !packed {
+			isPlain = false
+		}
+		if ok != isPlain || (ok && got != want) {
+			t.Errorf("plain(%d) = %v, %v; get = %v, %v", i, got, ok, want, stored)
+		}
+		if ok {
+			plains++
+		}
+	}
+	if plains != 4 {
+		t.Errorf("plain answered %d indices, want the 4 strs and records in words", plains)
+	}
+}
+
 // TestMemoSideTableFull: a pickle that memoizes more values than the side
 // table holds (floats, which no word holds) is refused with an error that
 // says so, wherever the memoizing opcode is decoded; up to the limit, the
