@@ -345,8 +345,16 @@ func (d *Decoder) flatBatch() (bool, error) {
 				return bail()
 			}
 			var u uint64
-			for i := n + 1; i >= 2; i-- {
-				u = u<<8 | uint64(buf[p+i])
+			if len(buf)-p >= 10 {
+				// One load of the 8 bytes after the length (a snapshot's
+				// addresses and times, twice an entry), the int's n of
+				// them kept.
+				// (n = 8 keeps all: a shift by 64 is 0.)
+				u = binary.LittleEndian.Uint64(buf[p+2:p+10]) & (1<<(8*uint(n)) - 1)
+			} else {
+				for i := n + 1; i >= 2; i-- {
+					u = u<<8 | uint64(buf[p+i])
+				}
 			}
 			if n > 0 && n < 8 && buf[p+n+1]&0x80 != 0 {
 				u |= ^uint64(0) << (8 * uint(n)) // sign-extend

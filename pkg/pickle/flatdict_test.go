@@ -242,6 +242,35 @@ func TestFlatDictsMatchGeneric(t *testing.T) {
 	}
 }
 
+// TestFlatDictsLong1: the flat-dict path reads a LONG1 of every length it
+// takes (0-8 bytes, sign bit set or not; 9 goes the generic way) as the
+// generic path does, whether or not the 8 bytes after its length are
+// buffered: the last value before the input's end, the whole input cut
+// at every byte, and handed out in odd-sized chunks.
+func TestFlatDictsLong1(t *testing.T) {
+	for n := range 10 {
+		for _, top := range []byte{0x00, 0x7f, 0x80, 0xff} {
+			b := []byte{opProto, 4, opEmptyList, opMark}
+			for i := range 3 {
+				b = append(b, opEmptyDict, opMark, opShortBinUnicode, 1, 'a'+byte(i), opLong1, byte(n))
+				for j := range n {
+					b = append(b, byte(0x11*(j+1)))
+				}
+				if n > 0 {
+					b[len(b)-1] = top
+				}
+				b = append(b, opSetItems)
+			}
+			b = append(b, opAppends, opStop)
+			name := fmt.Sprintf("LONG1 of %d bytes, last %#x", n, top)
+			checkFlatDicts(t, name, b)
+			for cut := range len(b) {
+				checkFlatDicts(t, fmt.Sprintf("%s cut at %d", name, cut), b[:cut])
+			}
+		}
+	}
+}
+
 // TestFlatDictsBatchShape: a batch of 1000 flat dicts becomes 1000
 // records, in file order, with the path on or off.
 func TestFlatDictsBatchShape(t *testing.T) {
