@@ -2,6 +2,7 @@ package analysis
 
 import (
 	"slices"
+	"sync/atomic"
 
 	"github.com/memstat/memstat/pkg/allocator"
 	"github.com/memstat/memstat/pkg/replay"
@@ -87,7 +88,7 @@ type capturer struct {
 	startAlloc, startRes int64
 	// taken are the states captured, each with the last entry of the
 	// allocator call it was captured after (their AllocIndex is filled by
-	// scan).
+	// fill).
 	taken []takenState
 }
 
@@ -334,48 +335,116 @@ func sameState(a, b *State) bool {
 	return a == b || a.capture != nil && a.capture == b.capture
 }
 
-// scan returns the last alloc entry at each address of the trace and
-// fills the Replayed's firstFree in one pass, and the captured states'
-// AllocIndex as they stand after their entries (the last alloc entry at
-// each live block's address).
-func (c *capturer) scan() (lastAlloc map[uint64]int) {
-	rp := c.rp
-	lastAlloc = map[uint64]int{}
-	slices.SortFunc(c.taken, func(x, y takenState) int { return x.after - y.after })
-	k := 0
-	fill := func(upTo int) {
-		for ; k < len(c.taken) && c.taken[k].after <= upTo; k++ {
-			st := c.taken[k].st
-			for si := range st.Segments {
-				for _, b := range st.Segments[si].Blocks {
-					if !b.State.Active() {
-						continue
-					}
-					if i, ok := lastAlloc[b.Address]; ok {
-						st.AllocIndex[b.Address] = i
-					}
-				}
-			}
-		}
+// allocHistory is what the analyses read of the trace's alloc entries:
+// the last one at each address, and, when states are to be filled, each
+// one's predecessor at its address, so that the last alloc entry at an
+// address up to any entry is found by walking back from the last one.
+// It is gathered from the trace alone, so it can be before the states it
+// fills are captured.
+type allocHistory struct {
+	// last maps an address to its last alloc entry: the entry itself
+	// without prev, its number among the alloc entries (ordinal) with it.
+	last lastTable
+	// entry and prev, by ordinal: the alloc entry, and the ordinal of the
+	// previous alloc entry at its address (-1: none). Nil without states
+	// to fill.
+	entry, prev []int32
+}
+
+// lastAlloc is the last alloc entry at addr in the whole trace.
+func (h *allocHistory) lastAlloc(addr uint64) (int, bool) {
+	k, ok := h.last.get(addr)
+	if !ok {
+		return 0, false
 	}
-	fill(-1)
+	if h.entry == nil {
+		return int(k), true
+	}
+	return int(h.entry[k]), true
+}
+
+// lastAllocUpTo is the last alloc entry at addr among entries 0..upTo.
+// Walking back from the trace's last costs one step an alloc entry at
+// addr after upTo: filling a state costs at most one step an alloc entry
+// after it, as each address appears once among its live blocks.
+func (h *allocHistory) lastAllocUpTo(addr uint64, upTo int) (int, bool) {
+	k, ok := h.last.get(addr)
+	if !ok {
+		return 0, false
+	}
+	for k >= 0 && int(h.entry[k]) > upTo {
+		k = h.prev[k]
+	}
+	if k < 0 {
+		return 0, false
+	}
+	return int(h.entry[k]), true
+}
+
+// mayTake reports whether step may capture any state (one scan fills).
+func (c *capturer) mayTake() bool {
+	return len(c.want) > 0 || c.alloc.on || c.res.on
+}
+
+// scan gathers the alloc entries' history of the whole trace and fills
+// the Replayed's firstFree, in one pass. It reads only the trace: it runs
+// beside the replay's steps, on the core they leave idle (stopped, when
+// the replay fails, within a few thousand entries). withPrev keeps what
+// fill needs (mayTake, asked before the steps begin).
+func (c *capturer) scan(withPrev bool, stopped *atomic.Bool) *allocHistory {
+	rp := c.rp
+	h := &allocHistory{}
+	if withPrev {
+		n := c.trace.Count(snapshot.ActionAlloc)
+		h.entry, h.prev = make([]int32, 0, n), make([]int32, 0, n)
+	}
 	for i, e := range c.trace.All() {
+		if i&4095 == 0 && stopped.Load() {
+			return h
+		}
 		switch e.Action {
 		case snapshot.ActionAlloc:
-			lastAlloc[e.Addr] = i
+			if !withPrev {
+				h.last.swap(e.Addr, int32(i))
+				break
+			}
+			prev, ok := h.last.swap(e.Addr, int32(len(h.entry)))
+			if !ok {
+				prev = -1
+			}
+			h.entry = append(h.entry, int32(i))
+			h.prev = append(h.prev, prev)
 		case snapshot.ActionFreeRequested, snapshot.ActionFreeCompleted, snapshot.ActionFree:
 			// The first event at an address is a free: the block was
 			// allocated before the trace. NoStack (the zero value) marks
 			// an address seen without a stack.
-			if _, ok := lastAlloc[e.Addr]; !ok {
+			if _, ok := h.last.get(e.Addr); !ok {
 				if _, ok := rp.firstFree[e.Addr]; !ok {
 					rp.firstFree[e.Addr] = e.Stack
 				}
 			}
 		}
-		fill(i)
 	}
-	return lastAlloc
+	return h
+}
+
+// fill sets the captured states' AllocIndex as they stand after their
+// entries: the last alloc entry up to then at each live block's address
+// (h from a scan withPrev).
+func (c *capturer) fill(h *allocHistory) {
+	for _, t := range c.taken {
+		st := t.st
+		for si := range st.Segments {
+			for _, b := range st.Segments[si].Blocks {
+				if !b.State.Active() {
+					continue
+				}
+				if i, ok := h.lastAllocUpTo(b.Address, t.after); ok {
+					st.AllocIndex[b.Address] = i
+				}
+			}
+		}
+	}
 }
 
 // finish completes the captured states once the replay is done (their

@@ -27,7 +27,11 @@ func TestFinalBlocks(t *testing.T) {
 			{Address: 0x2000, Size: 4096, State: snapshot.ActiveAllocated, Stack: 9},
 		}},
 	}
-	got := finalBlocks(segs, map[uint64]int{0x1000: 7, 0x2400: 11, 0x2200: 2, 0x9000: 1})
+	h := &allocHistory{}
+	for a, i := range map[uint64]int32{0x1000: 7, 0x2400: 11, 0x2200: 2, 0x9000: 1} {
+		h.last.swap(a, i)
+	}
+	got := finalBlocks(segs, h)
 	want := []finalBlock{
 		{addr: 0x1000, size: 2048, stack: 1, last: 7},
 		{addr: 0x2000, size: 4096, stack: 9, last: -1},

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"sync/atomic"
 
 	"github.com/memstat/memstat/internal/parallel"
 	"github.com/memstat/memstat/pkg/allocator"
@@ -129,6 +130,33 @@ func ReplayObservedFor(s *snapshot.Snapshot, device int, want Want, start func(a
 	if err != nil {
 		return nil, fmt.Errorf("device %d: %w", device, err)
 	}
+	// What the analyses need of the whole trace (the alloc entries'
+	// history: the last at each address, and each one's predecessor
+	// there; the first free at addresses whose first event is a free) is
+	// gathered from the trace alone, beside the steps, on the core they
+	// leave idle but for the tally (torch-100MB: a pass of 50 ms that ran
+	// beside Result, which then slowed by as much, contending for the
+	// cores its reconcile uses).
+	type scanned struct {
+		h     *allocHistory
+		panic *parallel.PanicError
+	}
+	scan := make(chan scanned, 1)
+	var stopScan atomic.Bool
+	withPrev := c.mayTake()
+	go func() {
+		var sc scanned
+		defer func() {
+			sc.panic = parallel.Recovered(recover())
+			scan <- sc
+		}()
+		sc.h = c.scan(withPrev, &stopScan)
+	}()
+	fail := func(err error) (*Replayed, error) {
+		stopScan.Store(true)
+		<-scan
+		return nil, fmt.Errorf("device %d: %w", device, err)
+	}
 	if start != nil {
 		start(r.Allocator())
 	}
@@ -149,28 +177,35 @@ func ReplayObservedFor(s *snapshot.Snapshot, device int, want Want, start func(a
 				break
 			}
 			r.WaitTally()
-			return nil, fmt.Errorf("device %d: %w", device, err)
+			return fail(err)
 		}
 		c.step(lo, r.Pos()-1, r.Allocator())
 	}
-	// What the analyses need of the whole trace (the last alloc entry at
-	// each address, the first free at addresses whose first event is a
-	// free, the allocation entries of the captured states' blocks) is
-	// gathered while Result runs, on the core the steps' tally leaves idle
-	// once the steps end: it reads the trace and the captured states,
-	// which Result does not touch.
-	type scanned struct {
-		lastAlloc map[uint64]int
-		panic     *parallel.PanicError
+	// The captured states' allocation entries and the final blocks' are
+	// read off the history while Result runs: they read the trace, the
+	// history and the captured states, which Result does not touch.
+	type filled struct {
+		final []finalBlock
+		panic *parallel.PanicError
 	}
-	scan := make(chan scanned, 1)
+	fills := make(chan filled, 1)
 	go func() {
-		var sc scanned
+		var f filled
 		defer func() {
-			sc.panic = parallel.Recovered(recover())
-			scan <- sc
+			if p := parallel.Recovered(recover()); p != nil {
+				f.panic = p
+			}
+			fills <- f
 		}()
-		sc.lastAlloc = c.scan()
+		sc := <-scan
+		if sc.panic != nil {
+			f.panic = sc.panic
+			return
+		}
+		if withPrev {
+			c.fill(sc.h)
+		}
+		f.final = finalBlocks(s.DeviceSegments(device), sc.h)
 	}()
 	rp.Result = r.Result()
 	if rp.alloc != nil {
@@ -178,12 +213,11 @@ func ReplayObservedFor(s *snapshot.Snapshot, device int, want Want, start func(a
 		rp.resv.Clip()
 	}
 	r = nil
-	sc := <-scan
-	if sc.panic != nil {
-		return nil, fmt.Errorf("device %d: %w", device, sc.panic)
+	f := <-fills
+	if f.panic != nil {
+		return nil, fmt.Errorf("device %d: %w", device, f.panic)
 	}
-	lastAlloc := sc.lastAlloc // garbage once final holds what is read of it
-	rp.final = finalBlocks(s.DeviceSegments(device), lastAlloc)
+	rp.final = f.final
 	c.finish()
 	return rp, nil
 }
@@ -198,10 +232,10 @@ type finalBlock struct {
 }
 
 // finalBlocks lists the active blocks of segs in address order, with the
-// last alloc entry at each address (lastAlloc). Of blocks at one address
+// last alloc entry at each address (h). Of blocks at one address
 // (segments that overlap, in a malformed snapshot) the last listed is
 // kept, as a map by address would keep it.
-func finalBlocks(segs []*snapshot.Segment, lastAlloc map[uint64]int) []finalBlock {
+func finalBlocks(segs []*snapshot.Segment, h *allocHistory) []finalBlock {
 	n := 0
 	for _, seg := range segs {
 		for bi := range seg.Blocks {
@@ -214,7 +248,7 @@ func finalBlocks(segs []*snapshot.Segment, lastAlloc map[uint64]int) []finalBloc
 	for _, seg := range segs {
 		for bi := range seg.Blocks {
 			if b := &seg.Blocks[bi]; b.State.Active() {
-				last, ok := lastAlloc[b.Address]
+				last, ok := h.lastAlloc(b.Address)
 				if !ok {
 					last = -1
 				}
