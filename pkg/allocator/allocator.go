@@ -113,6 +113,9 @@ type Allocator struct {
 	// outside holds the segments kept outside the simulation
 	// (AddUnmodelled).
 	outside unmodelled
+	// seedBatch, while not nil, holds the blocks seeding hands out or
+	// leaves pending until EndSeedBatch puts them in their tables.
+	seedBatch *seedBatch
 }
 
 // streamQueue is one stream's FIFO of outstanding events (cuda_events).
@@ -690,7 +693,7 @@ func (a *Allocator) insertEvents(b *block) {
 	} else {
 		b.setStreamUses(u[:0])
 	}
-	a.pending.put(b)
+	a.putPending(b)
 }
 
 func (a *Allocator) enqueueEvent(stream int64, b *block) {

@@ -16,6 +16,7 @@ import "slices"
 // and the segment-address hook.
 func (a *Allocator) Clone() *Allocator {
 	c := *a
+	c.seedBatch = nil // a batch is never open while a driver clones
 	dev := *a.dev
 	c.dev = &dev
 	c.small = blockPool{small: a.small.small, id: a.small.id, freeCalls: a.small.freeCalls, cached: a.small.cached}

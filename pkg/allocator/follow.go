@@ -41,9 +41,15 @@ func (a *Allocator) FreeDeferred(addr uint64, stack snapshot.StackID) error {
 	if b == nil {
 		return fmt.Errorf("invalid device pointer: %#x", addr)
 	}
+	a.freeDeferred(b, stack)
+	return nil
+}
+
+// freeDeferred is FreeDeferred of b, taken out of the handed-out blocks'
+// table (or never put in it).
+func (a *Allocator) freeDeferred(b *block, stack snapshot.StackID) {
 	b.setStreamUses(append(b.streamUses()[:0], heldStream))
 	a.free(b, a.context(ContextAll, stack))
-	return nil
 }
 
 // CompletePendingFree completes every outstanding event of the freed block
@@ -223,15 +229,18 @@ func (a *Allocator) SeedSegment(seg snapshot.Segment) error {
 		for cur != nil && cur.end() <= sb.Address {
 			cur = cur.next
 		}
-		nb, err := a.forceMallocIn(cur, sb.Address, sb.RequestedSize, sb.Size, seg.Stream, sb.Stack)
+		nb, err := a.forceMallocAt(cur, sb.Address, sb.RequestedSize, sb.Size, seg.Stream, sb.Stack)
 		if err != nil {
 			return err
 		}
 		cur = nb
 		if sb.State == snapshot.ActivePendingFree {
-			if err := a.FreeDeferred(sb.Address, snapshot.NoStack); err != nil {
-				return err
-			}
+			// FreeDeferred of a block never put in the table of
+			// handed-out ones (Malloc then FreeDeferred, without the
+			// table's insert and delete in between).
+			a.freeDeferred(nb, snapshot.NoStack)
+		} else {
+			a.putAllocated(nb)
 		}
 	}
 	// Free blocks keep the requested size of their last allocation.
@@ -492,6 +501,17 @@ func (a *Allocator) forceMalloc(addr uint64, size, blockSize, stream int64, ctx 
 // forceMallocIn is forceMalloc once the block b holding addr is found; it
 // returns the block handed out.
 func (a *Allocator) forceMallocIn(b *block, addr uint64, size, blockSize, stream int64, ctx snapshot.StackID) (*block, error) {
+	nb, err := a.forceMallocAt(b, addr, size, blockSize, stream, ctx)
+	if err != nil {
+		return nil, err
+	}
+	a.allocated.put(nb)
+	return nb, nil
+}
+
+// forceMallocAt is forceMallocIn but for the handed-out blocks' table,
+// which the caller puts the block in (or not, SeedSegment's pending ones).
+func (a *Allocator) forceMallocAt(b *block, addr uint64, size, blockSize, stream int64, ctx snapshot.StackID) (*block, error) {
 	if size <= 0 || blockSize < 0 {
 		return nil, fmt.Errorf("allocator: forced allocation of %d bytes (block %d)", size, blockSize)
 	}
@@ -528,9 +548,7 @@ func (a *Allocator) forceMallocIn(b *block, addr uint64, size, blockSize, stream
 	if blockSize == 0 {
 		split = a.shouldSplit(b, need)
 	}
-	nb := a.allocFoundBlock(&p, size, ctx, split)
-	a.allocated.put(nb)
-	return nb, nil
+	return a.allocFoundBlock(&p, size, ctx, split), nil
 }
 
 // splitFree cuts the free mapped block b at addr: b keeps the front, a new

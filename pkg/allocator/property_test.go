@@ -207,3 +207,129 @@ func TestPropertySeedReproducesState(t *testing.T) {
 		}
 	}
 }
+
+// TestPropertySeedBatchSame seeds random states (a share of their live
+// blocks made pending frees) into two fresh allocators, one block at a
+// time and in a seed batch, and checks that both hold the same state:
+// the invariants (each block in the table of its state), layouts,
+// statistics, every block's hold, and the same state again after every
+// pending free completes and every handed-out block is freed.
+func TestPropertySeedBatchSame(t *testing.T) {
+	for ci, pc := range []randworkload.Case{
+		{Conf: "", Version: allocator.Latest, Streams: []int64{0, 4}, Scale: 200 << 20},
+		{Conf: "expandable_segments:True", Version: allocator.Latest, Streams: []int64{0, 4}, Scale: 200 << 20},
+	} {
+		for seed := uint64(1); seed <= 3; seed++ {
+			t.Run(fmt.Sprintf("%d-%q-seed%d", ci, pc.Conf, seed), func(t *testing.T) {
+				cfg, _ := allocator.ParseConfig(pc.Conf, pc.Version)
+				counter := 0
+				counting := func(req allocator.SegmentRequest) (uint64, bool) {
+					counter++
+					return 0x100000000000 + uint64(counter)<<37, true
+				}
+				orig, _ := allocator.New(cfg, allocator.Options{SegmentAddress: counting})
+				rng := rand.New(rand.NewPCG(seed, 5))
+				w := &randworkload.Workload{T: t, Rng: rng, A: orig, Scale: pc.Scale, Streams: pc.Streams}
+				var live []uint64
+				// Enough live blocks that the batch puts them in its
+				// parts (putAbsent), not one by one.
+				for range 8000 {
+					if rng.IntN(3) != 0 || len(live) == 0 {
+						addr, err := orig.Malloc(w.Size(), pc.Streams[rng.IntN(len(pc.Streams))], 0)
+						if err != nil {
+							t.Fatal(err)
+						}
+						live = append(live, addr)
+					} else {
+						j := rng.IntN(len(live))
+						if err := orig.Free(live[j], 0); err != nil {
+							t.Fatal(err)
+						}
+						live = slices.Delete(live, j, j+1)
+					}
+				}
+				segs := orig.Segments()
+				for i := range segs {
+					segs[i].Blocks = slices.Clone(segs[i].Blocks)
+					for k := range segs[i].Blocks {
+						if b := &segs[i].Blocks[k]; b.State == snapshot.ActiveAllocated && rng.IntN(3) == 0 {
+							b.State = snapshot.ActivePendingFree
+						}
+					}
+				}
+				seeded := func(batch bool) *allocator.Allocator {
+					a, _ := allocator.New(cfg, allocator.Options{SegmentAddress: counting})
+					for _, r := range orig.Regions() {
+						if r.Expandable {
+							if err := a.SeedReservation(r.Address, r.Stream, r.Pool, snapshot.PoolID{}); err != nil {
+								t.Fatal(err)
+							}
+						}
+					}
+					if batch {
+						a.BeginSeedBatch(10, 0) // it grows past its sizes
+					}
+					for _, sg := range segs {
+						if err := a.SeedSegment(sg); err != nil {
+							t.Fatal(err)
+						}
+					}
+					a.EndSeedBatch()
+					if err := a.CheckInvariants(); err != nil {
+						t.Fatal(err)
+					}
+					return a
+				}
+				one, bulk := seeded(false), seeded(true)
+				same := func(when string) {
+					t.Helper()
+					if got, want := allocator.Layout(bulk.Segments(), 0), allocator.Layout(one.Segments(), 0); got != want {
+						t.Fatalf("%s: layout differs:\n got %s\nwant %s", when, got, want)
+					}
+					if got, want := fmt.Sprint(bulk.Stats()), fmt.Sprint(one.Stats()); got != want {
+						t.Fatalf("%s: stats differ:\n got %s\nwant %s", when, got, want)
+					}
+				}
+				same("seeded")
+				var pending, allocated int
+				for _, sg := range segs {
+					for _, b := range sg.Blocks {
+						if got, want := bulk.HoldAt(b.Address), one.HoldAt(b.Address); got != want {
+							t.Fatalf("%#x: hold %d, want %d", b.Address, got, want)
+						}
+						switch b.State {
+						case snapshot.ActivePendingFree:
+							pending++
+							for _, a := range []*allocator.Allocator{one, bulk} {
+								if err := a.CompletePendingFree(b.Address, 0); err != nil {
+									t.Fatal(err)
+								}
+							}
+						case snapshot.ActiveAllocated:
+							allocated++
+						}
+					}
+				}
+				if pending == 0 || allocated < 1024 {
+					t.Fatalf("%d pending and %d allocated blocks seeded: the test needs both, and 1,024 allocated", pending, allocated)
+				}
+				same("pending frees completed")
+				for _, sg := range segs {
+					for _, b := range sg.Blocks {
+						if b.State == snapshot.ActiveAllocated {
+							for _, a := range []*allocator.Allocator{one, bulk} {
+								if err := a.Free(b.Address, 0); err != nil {
+									t.Fatal(err)
+								}
+							}
+						}
+					}
+				}
+				same("everything freed")
+				if err := bulk.CheckInvariants(); err != nil {
+					t.Fatal(err)
+				}
+			})
+		}
+	}
+}

@@ -820,6 +820,10 @@ func (r *Replay) seedStart() {
 	r.a.ReservePending(pending)
 	var kept []string
 	var keptBytes int64
+	// The blocks go into the simulator's address tables once all are
+	// laid out, in bulk (allocator.BeginSeedBatch): nothing below looks
+	// a block up by its address.
+	r.a.BeginSeedBatch(allocated, pending)
 	for k, seg := range r.start.segments {
 		if err := r.a.SeedSegment(seg); err != nil {
 			r.a.AddUnmodelled(seg)
@@ -835,6 +839,7 @@ func (r *Replay) seedStart() {
 			r.start.segments[k].Blocks = nil
 		}
 	}
+	r.a.EndSeedBatch()
 	switch {
 	case len(kept) > 0:
 		why := kept[0]

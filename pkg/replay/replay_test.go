@@ -385,7 +385,7 @@ func TestReplayWhatIf(t *testing.T) {
 // leaves the original untouched. The field count guards the clone against
 // new Allocator fields it does not know about.
 func TestCloneIsIndependent(t *testing.T) {
-	if n := reflect.TypeOf(allocator.Allocator{}).NumField(); n != 29 {
+	if n := reflect.TypeOf(allocator.Allocator{}).NumField(); n != 30 {
 		t.Fatalf("Allocator has %d fields; update clone() for the new ones and this count", n)
 	}
 	for _, pc := range []randworkload.Case{roundTripCases[1], roundTripCases[5]} {
