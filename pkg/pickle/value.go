@@ -20,10 +20,12 @@ package pickle
 
 import (
 	"cmp"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
 	"math/big"
+	"math/bits"
 	"slices"
 	"unsafe"
 )
@@ -184,6 +186,28 @@ type Values struct {
 	// Footprint.
 	textBytes int64
 	bigWords  int64
+	// strCache holds, at a hash of a text's length and first and last 8
+	// bytes, the id of a str interned with that hash, plus one (0: none),
+	// made at the first such str: a file whose frames are written out for
+	// every entry interns the same few thousand names and paths millions
+	// of times, and a look here and one comparison cost less than the
+	// map's hash of the whole text and its probe.
+	strCache *[1 << strCacheBits]uint32
+}
+
+// strCacheBits sizes Values.strCache (16 KiB); strCacheMax is the longest
+// text it holds, so that a miss costs at most a comparison that short.
+const (
+	strCacheBits = 12
+	strCacheMin  = 8
+	strCacheMax  = 256
+)
+
+// strCacheSlot is the slot of strCache for a text of strCacheMin to
+// strCacheMax bytes.
+func strCacheSlot(b []byte) uint32 {
+	x := binary.LittleEndian.Uint64(b) ^ bits.RotateLeft64(binary.LittleEndian.Uint64(b[len(b)-8:]), 29) ^ uint64(len(b))
+	return uint32(x * 0x9e3779b97f4a7c15 >> (64 - strCacheBits))
 }
 
 // room is a span of arena words.
@@ -205,10 +229,26 @@ func (vs *Values) Str(s string) Value {
 
 // StrBytes interns the text in b (copying it only if it is new).
 func (vs *Values) StrBytes(b []byte) Value {
-	if id, ok := vs.strIdx[string(b)]; ok {
-		return Value{Kind: KindString, N: uint64(id)}
+	if len(b) < strCacheMin || len(b) > strCacheMax {
+		if id, ok := vs.strIdx[string(b)]; ok {
+			return Value{Kind: KindString, N: uint64(id)}
+		}
+		return Value{Kind: KindString, N: uint64(vs.intern(string(b), false))}
 	}
-	return Value{Kind: KindString, N: uint64(vs.intern(string(b), false))}
+	slot := strCacheSlot(b)
+	if c := vs.strCache; c != nil {
+		if id := c[slot]; id != 0 && vs.strs[id-1] == string(b) {
+			return Value{Kind: KindString, N: uint64(id - 1)}
+		}
+	} else {
+		vs.strCache = new([1 << strCacheBits]uint32)
+	}
+	id, ok := vs.strIdx[string(b)]
+	if !ok {
+		id = vs.intern(string(b), false)
+	}
+	vs.strCache[slot] = id + 1
+	return Value{Kind: KindString, N: uint64(id)}
 }
 
 func (vs *Values) bytesValue(b []byte) Value {
@@ -299,11 +339,15 @@ func (vs *Values) Footprint() int64 {
 		mapEntry = 48                // a Go map's key, value and overhead, roughly
 		strEntry = 16 + 1 + mapEntry // strs, isByte, strIdx or bytIdx
 	)
-	return int64(cap(vs.conts))*int64(unsafe.Sizeof(container{})) +
+	n := int64(cap(vs.conts))*int64(unsafe.Sizeof(container{})) +
 		int64(cap(vs.arena))*int64(unsafe.Sizeof(Value{})) +
 		int64(cap(vs.free))*4 + int64(cap(vs.rooms))*16 +
 		int64(len(vs.strs))*strEntry + vs.textBytes +
 		int64(cap(vs.bigs))*8 + int64(len(vs.bigs))*32 + vs.bigWords*8
+	if vs.strCache != nil {
+		n += int64(unsafe.Sizeof(*vs.strCache))
+	}
+	return n
 }
 
 // NewContainer makes an empty list, tuple, dict or set.
