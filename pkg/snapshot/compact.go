@@ -99,9 +99,12 @@ type builder struct {
 
 	strs   []string
 	strIdx map[uint64]StrID // pickle string id -> StrID
-	// textIDs maps a pickle string id to its id in stacks.texts, so that a
-	// frame's name is hashed once per distinct string, not once per frame.
-	textIDs map[uint64]uint32
+	// textOf maps a pickle string id to its id in stacks.texts plus one
+	// (0: not seen yet), so that a frame's name is hashed once per
+	// distinct string, not once per frame. A slice, as fieldOf and
+	// actionOf: the ids are dense, and a map's lookup took a tenth of
+	// decoding a file whose frames are written out for every entry.
+	textOf []uint32
 	// blockTaken marks the blocks a segment took: each block dict is
 	// listed once (a block list shared by many segments, 2 bytes a
 	// reference, would be copied into each: quadratic memory).
@@ -140,7 +143,7 @@ type builder struct {
 }
 
 func newBuilder(vs *pickle.Values) *builder {
-	b := &builder{vs: vs, stacks: NewStacks(), strs: []string{""}, strIdx: map[uint64]StrID{}, textIDs: map[uint64]uint32{}}
+	b := &builder{vs: vs, stacks: NewStacks(), strs: []string{""}, strIdx: map[uint64]StrID{}}
 	maxID := uint64(0)
 	for i, name := range keyNames {
 		id := vs.Str(name).N
@@ -330,11 +333,17 @@ func (b *builder) textID(k int) uint32 {
 	if !b.present[k] || (v.Kind != pickle.KindString && v.Kind != pickle.KindBytes) {
 		return b.stacks.textID("")
 	}
-	if id, ok := b.textIDs[v.N]; ok {
-		return id
+	if v.N < uint64(len(b.textOf)) {
+		if id := b.textOf[v.N]; id != 0 {
+			return id - 1
+		}
+	} else {
+		// An id is below the count of strings interned, which the
+		// memory budget already counts at far more than 4 bytes each.
+		b.textOf = append(b.textOf, make([]uint32, int(v.N)+1-len(b.textOf))...)
 	}
 	id := b.stacks.textID(b.vs.Text(v))
-	b.textIDs[v.N] = id
+	b.textOf[v.N] = id + 1
 	return id
 }
 
@@ -721,7 +730,7 @@ func (b *builder) footprint() int64 {
 	n := int64(b.blocks.cap)*int64(unsafe.Sizeof(Block{})) + int64(cap(b.blocks.chunks))*24 +
 		int64(cap(b.segments))*int64(unsafe.Sizeof(pendingSegment{})) +
 		int64(cap(b.history))*int64(unsafe.Sizeof(historyEntry{})) +
-		int64(cap(b.strs))*16 + int64(len(b.strIdx))*32 + int64(len(b.textIDs))*32 +
+		int64(cap(b.strs))*16 + int64(len(b.strIdx))*32 + int64(cap(b.textOf))*4 +
 		int64(cap(b.blockTaken)) + int64(cap(b.frameIDs))*4 + int64(cap(b.actionOf)) +
 		int64(len(b.contexts.list))*int64(unsafe.Sizeof(EntryContext{})*2) +
 		b.stacks.footprint()
