@@ -57,7 +57,8 @@ func (a *Allocator) Clone() *Allocator {
 	// bytes a block for the whole life of the allocator; a map from old to
 	// new blocks cost more than the copy itself on large states; a binary
 	// search in the region's copies made Clone 30% slower.)
-	c.regions = regions{list: make([]*region, len(a.regions.list)), bounds: slices.Clone(a.regions.bounds)}
+	c.regions = regions{list: make([]*region, len(a.regions.list)), bounds: slices.Clone(a.regions.bounds),
+		granules: slices.Clone(a.regions.granules), granBase: a.regions.granBase, granOff: a.regions.granOff}
 	copyOf := func(b *block) *block { return b.prev }
 	for i, r := range a.regions.list {
 		nr := new(region)

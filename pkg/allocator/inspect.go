@@ -210,6 +210,9 @@ func (a *Allocator) CheckInvariants() error {
 	if len(a.regions.bounds) != len(a.regions.list) {
 		return fmt.Errorf("%d regions, %d ranges in the list's bounds", len(a.regions.list), len(a.regions.bounds))
 	}
+	if err := a.regions.checkGranules(); err != nil {
+		return err
+	}
 	for i, r := range a.regions.list {
 		if i > 0 && a.regions.list[i-1].end() > r.base {
 			return fmt.Errorf("regions %#x and %#x overlap", a.regions.list[i-1].base, r.base)
