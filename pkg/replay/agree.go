@@ -3,6 +3,7 @@ package replay
 import (
 	"cmp"
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 	"strings"
@@ -72,7 +73,7 @@ func compareStates(a *allocator.Allocator, snap []*snapshot.Segment, exact map[u
 	} else {
 		// Every region below mid ends before regions[mid] begins, so the
 		// snapshot's segments split at its base.
-		mid := n / 2
+		mid := compareMid(a, snap, ag.Blocks.Snapshot)
 		cut, _ := slices.BinarySearchFunc(snap, a.RegionBase(mid), func(s *snapshot.Segment, addr uint64) int { return cmp.Compare(s.Address, addr) })
 		parts = make([]*rangeComparison, 2)
 		done := make(chan struct{})
@@ -94,6 +95,28 @@ func compareStates(a *allocator.Allocator, snap []*snapshot.Segment, exact map[u
 	for _, p := range parts {
 		ag.Mismatches = appendUpTo(ag.Mismatches, p.extra)
 	}
+}
+
+// compareMid is the region compareStates' second half starts at: the
+// first at or above the snapshot segment that holds the middle one of its
+// blocks, so that each half compares about as many blocks. Half the
+// regions was no half of the work: a replay that returned many free
+// segments the snapshot no longer has (torch-1GB: 113,512 of 199,512
+// regions, one block each) left one half with most blocks (profile:
+// 0.21 s against 0.06 s). It is within [1, n-1].
+func compareMid(a *allocator.Allocator, snap []*snapshot.Segment, blocks int) int {
+	n := a.NumRegions()
+	at := uint64(math.MaxUint64)
+	seen := 0
+	for _, s := range snap {
+		seen += len(s.Blocks)
+		if seen > blocks/2 {
+			at = s.Address
+			break
+		}
+	}
+	mid := sort.Search(n, func(i int) bool { return a.RegionBase(i) >= at })
+	return min(max(mid, 1), n-1)
 }
 
 // splitCompareRegions is the number of regions from which compareStates
