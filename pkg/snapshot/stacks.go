@@ -1,6 +1,7 @@
 package snapshot
 
 import (
+	"hash/maphash"
 	"slices"
 	"unsafe"
 )
@@ -30,9 +31,14 @@ type Stacks struct {
 	// frameIdx finds a frame by the ids of its name and filename in texts,
 	// and its line, so that interning a frame hashes no string: a file may
 	// give a million frames one name of megabytes, each frame costing a few
-	// bytes of input (hashing the name per frame was quadratic time).
-	frameIdx map[frameKey]FrameID
-	texts    map[string]uint32
+	// bytes of input (hashing the name per frame was quadratic time). Open
+	// addressing as stackIdx (slots hold FrameID+1, 0 is empty; frameKeys
+	// holds each frame's key), on a hash seeded per process (frameSeed),
+	// since a file chooses the lines: a Go map's lookup was a sixth of
+	// decoding a file whose frames are written out for every entry.
+	frameIdx  []uint32
+	frameKeys []frameKey
+	texts     map[string]uint32
 	// stack i is data[offs[i]:offs[i+1]]; stack 0 is empty.
 	offs []uint32
 	data []FrameID
@@ -47,10 +53,9 @@ type Stacks struct {
 // NewStacks returns an empty table holding only the empty stack.
 func NewStacks() *Stacks {
 	return &Stacks{
-		frameIdx: make(map[frameKey]FrameID),
-		texts:    make(map[string]uint32),
-		offs:     []uint32{0, 0},
-		hashes:   []uint64{0},
+		texts:  make(map[string]uint32),
+		offs:   []uint32{0, 0},
+		hashes: []uint64{0},
 	}
 }
 
@@ -78,13 +83,47 @@ func (s *Stacks) InternFrame(f Frame) FrameID {
 
 // internFrame is InternFrame for a caller that has the text ids already.
 func (s *Stacks) internFrame(k frameKey, f Frame) FrameID {
-	if id, ok := s.frameIdx[k]; ok {
-		return id
+	if 2*len(s.frameKeys) >= len(s.frameIdx) {
+		s.growFrameIdx()
+	}
+	mask := len(s.frameIdx) - 1
+	i := int(k.hash()) & mask
+	for ; s.frameIdx[i] != 0; i = (i + 1) & mask {
+		if id := FrameID(s.frameIdx[i] - 1); s.frameKeys[id] == k {
+			return id
+		}
 	}
 	id := FrameID(len(s.frames))
 	s.frames = append(s.frames, f)
-	s.frameIdx[k] = id
+	s.frameKeys = append(s.frameKeys, k)
+	s.frameIdx[i] = uint32(id) + 1
 	return id
+}
+
+// hash is the key's hash for frameIdx: its 16 bytes (no padding) through
+// maphash's, which takes bytes at memory speed where its Comparable walks
+// the fields.
+func (k *frameKey) hash() uint64 {
+	return maphash.Bytes(frameSeed, unsafe.Slice((*byte)(unsafe.Pointer(k)), unsafe.Sizeof(*k)))
+}
+
+// frameSeed seeds frameIdx's hash: one per process, not per table, so that
+// two readings of a file give equal tables (reflect.DeepEqual), while a
+// file cannot choose lines that all land in one slot.
+var frameSeed = maphash.MakeSeed()
+
+// growFrameIdx doubles the frame index and re-inserts every frame.
+func (s *Stacks) growFrameIdx() {
+	size := max(64, 2*len(s.frameIdx))
+	s.frameIdx = make([]uint32, size)
+	mask := size - 1
+	for id := range s.frameKeys {
+		i := int(s.frameKeys[id].hash()) & mask
+		for s.frameIdx[i] != 0 {
+			i = (i + 1) & mask
+		}
+		s.frameIdx[i] = uint32(id) + 1
+	}
 }
 
 // InternStack returns the id of the stack made of the given frames
@@ -180,7 +219,7 @@ func (s *Stacks) NumStacks() int { return len(s.offs) - 1 }
 
 // footprint estimates the bytes the table holds (see builder.footprint).
 func (s *Stacks) footprint() int64 {
-	return int64(cap(s.frames))*int64(unsafe.Sizeof(Frame{})) + int64(len(s.frameIdx))*48 +
+	return int64(cap(s.frames))*int64(unsafe.Sizeof(Frame{})) + int64(cap(s.frameIdx))*4 + int64(cap(s.frameKeys))*16 +
 		int64(len(s.texts))*40 + int64(cap(s.offs))*4 + int64(cap(s.data))*4 +
 		int64(cap(s.stackIdx))*4 + int64(cap(s.hashes))*8
 }
