@@ -221,6 +221,15 @@ func (m *addrPairs) get(k uint64) (uint64, bool) {
 	}
 }
 
+// touch reads the slot where k's probe starts (the step loop's read
+// ahead: the cache line is then at hand when k is looked up).
+func (m *addrPairs) touch(k uint64) uint64 {
+	if len(m.slots) == 0 {
+		return 0
+	}
+	return m.slots[m.slot(k)].k
+}
+
 // put sets the value of k.
 func (m *addrPairs) put(k, v uint64) {
 	if k == 0 {
