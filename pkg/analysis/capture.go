@@ -180,6 +180,10 @@ func newCapturer(rp *Replayed, trace *snapshot.Trace, w Want) *capturer {
 	return c
 }
 
+// peakTrackRun is how many entries newPeakTracks decodes at once for its
+// backward pass (160 KB of them).
+const peakTrackRun = 4096
+
 // newPeakTracks makes the tracks of the peaks of allocated and reserved
 // memory (each only if on) in one pass forward and one backward over the
 // trace, for both at once.
@@ -202,20 +206,26 @@ func newPeakTracks(trace *snapshot.Trace, onAlloc, onRes bool) (alloc, res peakT
 	res = peakTrack{on: true, best: -1 << 62, at: -2, rises: reserveRises, delta: reserveDelta, cand: make([]uint64, words)}
 	slA, slR := allocSlack(highA), reserveSlack(highR)
 	afterA, afterR := int64(-1<<62), int64(-1<<62)
-	// Backward: the reader decodes each block once and reads it from
-	// its cache.
-	rd := trace.Reader()
-	for i := trace.Len() - 1; i >= 0; i-- {
-		if sumA >= highA-slA && sumA >= afterA-slA {
-			alloc.cand[i/64] |= 1 << (i % 64)
+	// Backward: runs of entries decoded forward into one buffer
+	// (Trace.Slice), then read from its end; a Reader's At for each entry
+	// cost twice the forward pass.
+	buf := make([]snapshot.TraceEntry, 0, min(trace.Len(), peakTrackRun))
+	for hi := trace.Len(); hi > 0; {
+		lo := max(0, hi-peakTrackRun)
+		buf = trace.Slice(lo, hi, buf)
+		for i := hi - 1; i >= lo; i-- {
+			if sumA >= highA-slA && sumA >= afterA-slA {
+				alloc.cand[i/64] |= 1 << (i % 64)
+			}
+			if sumR >= highR-slR && sumR >= afterR-slR {
+				res.cand[i/64] |= 1 << (i % 64)
+			}
+			afterA, afterR = max(afterA, sumA), max(afterR, sumR)
+			e := &buf[i-lo]
+			sumA -= allocDelta(e)
+			sumR -= reserveDelta(e)
 		}
-		if sumR >= highR-slR && sumR >= afterR-slR {
-			res.cand[i/64] |= 1 << (i % 64)
-		}
-		afterA, afterR = max(afterA, sumA), max(afterR, sumR)
-		e := rd.At(i)
-		sumA -= allocDelta(&e)
-		sumR -= reserveDelta(&e)
+		hi = lo
 	}
 	if !onAlloc {
 		alloc = peakTrack{}
