@@ -46,6 +46,12 @@ type Options struct {
 	// Captures: the programs captured CUDA graphs or used a MemPool
 	// (--captures, analysis.Want.Captures).
 	Captures bool
+
+	// scanBeside: the files are read with the start rebuild's pass
+	// beside the reading (command.LoadSnapshotScanned), as stats reads
+	// its file: a single pair, whose heap limit counts its sets; pairs
+	// compared in parallel read as before.
+	scanBeside bool
 }
 
 // NewCmdDiff returns the diff command. runF replaces runDiff in tests of
@@ -120,14 +126,31 @@ type side struct {
 	file string
 	snap *snapshot.Snapshot
 	fr   *analysis.Frames
+	// scan is the start rebuild's pass made while the file was read (nil:
+	// none), for the replay of the device it scanned.
+	scan *replay.StartScan
 }
 
 func (o *Options) load(file string) (*side, error) {
+	if o.scanBeside {
+		s, scan, err := command.LoadSnapshotScanned(o.IO.ErrOut, file)
+		if err != nil {
+			return nil, err
+		}
+		return &side{file: file, snap: s, fr: analysis.NewFrames(s.Stacks, o.AllFrames), scan: scan}, nil
+	}
 	s, err := command.LoadSnapshot(o.IO.ErrOut, file)
 	if err != nil {
 		return nil, err
 	}
 	return &side{file: file, snap: s, fr: analysis.NewFrames(s.Stacks, o.AllFrames)}, nil
+}
+
+// stop ends the side's scan, once its replays are made.
+func (s *side) stop() {
+	if s.scan != nil {
+		s.scan.Stop()
+	}
 }
 
 // deviceSide replays one device of one side (nil: the device has no data
@@ -136,7 +159,7 @@ func (o *Options) deviceSide(s *side, device int) (*analysis.DiffSide, string, e
 	if !slices.Contains(command.DevicesWithData(s.snap), device) {
 		return nil, "", nil
 	}
-	rp, err := command.ReplayDeviceFor(o.IO.ErrOut, s.file, s.snap, device, analysis.Want{PeakAllocated: true, CompactFigures: true, LiveOnly: true, RuntimeSettings: o.RuntimeSettings, Captures: o.Captures})
+	rp, err := command.ReplayDeviceFor(o.IO.ErrOut, s.file, s.snap, device, analysis.Want{PeakAllocated: true, CompactFigures: true, LiveOnly: true, RuntimeSettings: o.RuntimeSettings, Captures: o.Captures, StartScan: s.scan})
 	if err != nil {
 		return nil, "", err
 	}
@@ -163,6 +186,7 @@ func runDiff(opts *Options) error {
 		// two states its replay holds (pairs in parallel keep the files'
 		// size as a floor).
 		command.NeedHeap(command.HeapNeed{PerEntry: command.FiguresPerEntry, PerBlock: 2 * command.StatePerBlock})
+		opts.scanBeside = true
 		out, err := compare(opts)
 		if err != nil {
 			return err
@@ -240,6 +264,7 @@ func compare(opts *Options) ([]deviceDiff, error) {
 	if err != nil {
 		return nil, err
 	}
+	defer before.stop()
 	// A file against itself (the same file under either name): loaded and
 	// replayed once, both sides the same analysis.
 	same := sameFile(opts.Before, opts.After)
@@ -248,6 +273,7 @@ func compare(opts *Options) ([]deviceDiff, error) {
 		if after, err = opts.load(opts.After); err != nil {
 			return nil, err
 		}
+		defer after.stop()
 	} else {
 		after = &side{file: opts.After, snap: before.snap, fr: before.fr}
 	}

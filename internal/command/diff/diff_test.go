@@ -296,3 +296,28 @@ func TestSelfDiffLoadsOnce(t *testing.T) {
 		t.Errorf("sameFile: a file is itself, its copy is not")
 	}
 }
+
+// TestScanBesideReadingSameDiff: a single pair read with the start
+// rebuild's pass beside the reading (scanBeside: each side's scan taken
+// by its device's replay) compares as a pair read without it, on every
+// published file against itself and against the next one.
+func TestScanBesideReadingSameDiff(t *testing.T) {
+	files := realdata.Files(t)
+	for k, before := range files {
+		after := files[(k+1)%len(files)]
+		for _, pair := range [][2]string{{before, before}, {before, after}} {
+			run := func(scan bool) []deviceDiff {
+				ios, _, _, _ := iostreams.Test()
+				o := &Options{IO: ios, Before: pair[0], After: pair[1], Top: 10, Device: -1, scanBeside: scan}
+				out, err := compare(o)
+				if err != nil {
+					t.Fatalf("%s, %s: %v", filepath.Base(pair[0]), filepath.Base(pair[1]), err)
+				}
+				return out
+			}
+			if got, want := run(true), run(false); !reflect.DeepEqual(got, want) {
+				t.Errorf("%s, %s: the pair read with the scan beside compares otherwise", filepath.Base(pair[0]), filepath.Base(pair[1]))
+			}
+		}
+	}
+}
