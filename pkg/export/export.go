@@ -60,6 +60,10 @@ type Options struct {
 	Format Format
 	// Device limits the rows to one device; -1 exports every device.
 	Device int
+	// StartScan is the start rebuild's pass made while the snapshot was
+	// read (replay.Options.StartScan): the events' replay of the device
+	// whose trace it scanned takes it.
+	StartScan *replay.StartScan
 }
 
 // Write writes one table and returns its number of rows.
@@ -121,7 +125,7 @@ func writeEvents(w io.Writer, s *snapshot.Snapshot, o Options) (int, error) {
 		err := rowpipe.Run(func(add func(*eventRow) error) error {
 			var row eventRow
 			var stopped error
-			r, err := replay.New(s, replay.Options{Device: d, OnEvent: func(i int, e snapshot.TraceEntry, a *allocator.Allocator) {
+			r, err := replay.New(s, replay.Options{Device: d, StartScan: o.StartScan, OnEvent: func(i int, e snapshot.TraceEntry, a *allocator.Allocator) {
 				if stopped != nil {
 					return
 				}

@@ -6,9 +6,11 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"errors"
+	"path/filepath"
 	"strconv"
 	"testing"
 
+	"github.com/memstat/memstat/internal/fixture"
 	"github.com/memstat/memstat/internal/realdata"
 	"github.com/memstat/memstat/internal/testsnap"
 	"github.com/memstat/memstat/pkg/snapshot"
@@ -213,6 +215,31 @@ func TestWriteErrorStops(t *testing.T) {
 		_, err := Write(&failingWriter{n: 300}, fx.Snapshot, Options{Table: Events, Format: f, Device: -1})
 		if !errors.Is(err, errFull) {
 			t.Errorf("%s: err = %v, want the writer's error", f, err)
+		}
+	}
+}
+
+// TestEventsTakeStartScan: the events of a snapshot read with the start
+// rebuild's pass beside the reading, their replay taking it
+// (Options.StartScan), are the events of a snapshot read without, byte
+// for byte, on every published file.
+func TestEventsTakeStartScan(t *testing.T) {
+	for _, f := range realdata.Files(t) {
+		plain, err := snapshot.Load(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, scan := fixture.LoadScanned(t, f)
+		var want, got bytes.Buffer
+		if _, err := Write(&want, plain, Options{Table: Events, Format: CSV, Device: -1}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Write(&got, s, Options{Table: Events, Format: CSV, Device: -1, StartScan: scan}); err != nil {
+			t.Fatal(err)
+		}
+		scan.Stop()
+		if !bytes.Equal(got.Bytes(), want.Bytes()) {
+			t.Errorf("%s: the events with the scan taken differ", filepath.Base(f))
 		}
 	}
 }

@@ -13,6 +13,8 @@ import (
 	"github.com/memstat/memstat/internal/command"
 	"github.com/memstat/memstat/internal/iostreams"
 	"github.com/memstat/memstat/pkg/export"
+	"github.com/memstat/memstat/pkg/replay"
+	"github.com/memstat/memstat/pkg/snapshot"
 )
 
 // Options are `memstat export`'s inputs.
@@ -102,14 +104,26 @@ func runExport(opts *Options) error {
 	// and a row at a time (each stack's columns once); the other tables
 	// read the loaded snapshot only.
 	command.NeedHeap(command.HeapNeed{})
-	snap, err := command.LoadSnapshot(opts.IO.ErrOut, opts.File)
+	// The events' replay rebuilds the state before the trace: its pass
+	// over the trace runs beside the reading, as stats' does.
+	var snap *snapshot.Snapshot
+	var scan *replay.StartScan
+	var err error
+	if opts.table == export.Events {
+		snap, scan, err = command.LoadSnapshotScanned(opts.IO.ErrOut, opts.File)
+	} else {
+		snap, err = command.LoadSnapshot(opts.IO.ErrOut, opts.File)
+	}
 	if err != nil {
 		return err
+	}
+	if scan != nil {
+		defer scan.Stop()
 	}
 	if opts.Device >= snap.Devices() {
 		return fmt.Errorf("%s: device %d does not exist (the snapshot has %d)", opts.File, opts.Device, snap.Devices())
 	}
-	o := export.Options{Table: opts.table, Format: opts.format, Device: opts.Device}
+	o := export.Options{Table: opts.table, Format: opts.format, Device: opts.Device, StartScan: scan}
 	write := func(w io.Writer) error {
 		_, err := export.Write(w, snap, o)
 		if err != nil {
