@@ -15,14 +15,15 @@ import (
 
 // reconcile looks the final segments and blocks up on two cores before its
 // last loop (lookupFinal) and takes those answers until it changes the
-// simulator; the result and the reconciled state must be what looking
-// each one up in the loop gives. The published traces agree with their
+// simulator, and walks the replay's segments in two halves at once
+// (reconcileHalves); the result and the reconciled state must be what
+// looking each one up in the loop, and one walk, give. The published traces agree with their
 // snapshots, so the snapshot side is perturbed so that reconcile runs:
 // segments dropped (released), a segment the replay lacks before all
 // others (the loop changes the state at once) or after all others (at
 // its end), a free block made live in the middle (placed half-way).
 func TestReconcileLookupsAgree(t *testing.T) {
-	defer func(n int) { splitReconcileBlocks = n }(splitReconcileBlocks)
+	defer func(n, m int) { splitReconcileBlocks, splitReconcileRegions = n, m }(splitReconcileBlocks, splitReconcileRegions)
 	perturb := map[string]func(final []*snapshot.Segment) []*snapshot.Segment{
 		"dropped": func(final []*snapshot.Segment) []*snapshot.Segment {
 			var out []*snapshot.Segment
@@ -78,7 +79,7 @@ func TestReconcileLookupsAgree(t *testing.T) {
 					for r.Step() == nil {
 					}
 					r.final = p(r.final)
-					splitReconcileBlocks = split
+					splitReconcileBlocks, splitReconcileRegions = split, split
 					results[i] = r.Result()
 					r.a.EachSegment(nil, func(s *snapshot.Segment) { states[i] = append(states[i], fmt.Sprint(*s)) })
 					states[i] = append(states[i], fmt.Sprint(r.a.Unmodelled()))
