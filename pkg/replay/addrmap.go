@@ -51,6 +51,20 @@ func (m *addrMap) get(k uint64) (uint32, bool) {
 	}
 }
 
+// touch reads the slot where k's probe starts and returns what it read
+// (a scan's read ahead: the cache lines are then at hand when k is put or
+// looked up). It changes nothing.
+func (m *addrMap) touch(k uint64) uint64 {
+	if len(m.keys) == 0 {
+		return 0
+	}
+	i := m.slot(k)
+	if m.vals != nil {
+		return m.keys[i] + uint64(m.vals[i])
+	}
+	return m.keys[i]
+}
+
 // put sets the value of k and reports whether k was new.
 func (m *addrMap) put(k uint64, v uint32) bool {
 	if k == 0 {

@@ -187,6 +187,8 @@ type touchScan struct {
 	// allocation-free pairs carried the allocation's stack on the free.
 	allocStack  addrMap
 	same, pairs int
+	// touched sums what scan's reads ahead found, so that they are made.
+	touched uint64
 }
 
 // scan covers the addresses of the given shard (0 or 1): a hash bit
@@ -203,19 +205,54 @@ func (t *touchScan) scan(tr *snapshot.Trace, from int, shard uint64, segment fun
 	// margin (counting this shard's exactly cost a pass of its own).
 	allocs := tr.Count(snapshot.ActionAlloc)
 	t.set.reserve(allocs/2 + allocs/16)
+	// Each note misses the cache in both tables, one miss after the
+	// other. The entries are noted in batches of scanBatch instead: a
+	// batch's table slots are read in one loop, many misses under way at
+	// once, and its entries noted once the next batch is read, the
+	// slots in the cache by then. The notes keep the trace's order (the
+	// segment events, which the notes do not read, go by at once).
+	var batches [2][scanBatch]waitingNote
+	cur, n := 0, 0
+	prev := 0 // entries waiting in batches[1-cur]
+	flush := func() {
+		b := &batches[cur]
+		for k := range n {
+			t.touched += t.set.touch(b[k].e.Addr) + t.allocStack.touch(b[k].e.Addr)
+		}
+		p := &batches[1-cur]
+		for k := range prev {
+			t.note(p[k].i, &p[k].e)
+		}
+		cur, prev, n = 1-cur, n, 0
+	}
 	for i, e := range tr.From(from) {
 		switch e.Action {
 		case snapshot.ActionAlloc, snapshot.ActionFreeRequested, snapshot.ActionFreeCompleted, snapshot.ActionFree:
 			if touchShard(e.Addr) != shard {
 				continue
 			}
-			t.note(i, &e)
+			batches[cur][n] = waitingNote{i, e}
+			if n++; n == scanBatch {
+				flush()
+			}
 		case snapshot.ActionSegmentAlloc, snapshot.ActionSegmentFree, snapshot.ActionSegmentMap, snapshot.ActionSegmentUnmap:
 			if segment != nil {
 				segment(i, e)
 			}
 		}
 	}
+	flush()
+	flush()
+}
+
+// scanBatch is how many entries touchScan.scan reads the table slots of
+// at once.
+const scanBatch = 32
+
+// waitingNote is an entry waiting in touchScan.scan's ring.
+type waitingNote struct {
+	i int
+	e snapshot.TraceEntry
 }
 
 // touchShard is the half of the touch scan address addr falls in.
