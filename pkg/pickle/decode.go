@@ -98,7 +98,7 @@ type Decoder struct {
 	// MEMOIZE, MARK, the references, APPENDS) to the record the compactor
 	// made of it; pending holds the lists being built whose record is to
 	// be cached when they are frozen. See cachedList.
-	lists   map[string]Value
+	lists   *listCache
 	pending map[uint64]pendingList
 
 	// flat is the compactor's FlatDictCompactor, if it is one and the
@@ -113,9 +113,8 @@ type Decoder struct {
 	// of input decoded; nextCheck is the input offset of the next call.
 	budget    func(held int64) error
 	nextCheck int64
-	// listKeyBytes and pendingKeyBytes count the key bytes of lists and
-	// pending.
-	listKeyBytes, pendingKeyBytes int64
+	// pendingKeyBytes counts the key bytes of pending.
+	pendingKeyBytes int64
 
 	// lazy, for a decoder that started past a skim (Skim.Decoder) or
 	// decodes an object before it, decodes the objects the memo holds
@@ -156,7 +155,7 @@ func (d *Decoder) Footprint() int64 {
 	}
 	n += int64(cap(d.flatItems)+cap(d.flatList)+cap(d.flatOut))*16 + int64(cap(d.flatTape))*int64(unsafe.Sizeof(flatEntry{}))
 	// A cached list's key is its reference opcodes, up to 5 bytes each.
-	n += int64(len(d.lists))*64 + d.listKeyBytes + d.pendingKeyBytes + int64(len(d.pending))*64
+	n += d.lists.footprint() + d.pendingKeyBytes + int64(len(d.pending))*64
 	return n
 }
 
@@ -554,9 +553,8 @@ func (d *Decoder) freeze(v Value) (Value, error) {
 		if p, found := d.pending[v.N]; found {
 			delete(d.pending, v.N)
 			d.pendingKeyBytes -= int64(len(p.key))
-			if ok && len(d.lists) < maxCachedLists && d.madeOf(v, p) {
-				d.lists[p.key] = rec
-				d.listKeyBytes += int64(len(p.key))
+			if ok && d.lists.len() < maxCachedLists && d.madeOf(v, p) {
+				d.lists.put(p.key, rec)
 			}
 		}
 		if ok {
@@ -654,14 +652,11 @@ func (d *Decoder) memoPut(i uint64, v Value) error {
 			return err
 		}
 	}
-	if i < uint64(d.memo.len) && len(d.lists) > 0 {
+	if i < uint64(d.memo.len) && d.lists.len() > 0 {
 		if _, taken := d.memo.get(i); taken {
 			// A reference now means something else: the lists cached
-			// by references are stale. A new map, not clear(): clearing
-			// costs the map's capacity every time, and a pickle can
-			// store again at every opcode.
-			d.lists = make(map[string]Value)
-			d.listKeyBytes = 0
+			// by references are stale.
+			d.lists.reset()
 		}
 	}
 	d.memo.grow(int(i))
@@ -729,9 +724,9 @@ func (d *Decoder) openList(buf []byte) (Value, int) {
 		return rec, end
 	}
 	v := d.vs.NewContainer(KindList)
-	if len(d.lists) < maxCachedLists {
+	if d.lists.len() < maxCachedLists {
 		if d.lists == nil {
-			d.lists = make(map[string]Value)
+			d.lists = &listCache{}
 			d.pending = make(map[uint64]pendingList)
 		}
 		if old, ok := d.pending[v.N]; ok {
@@ -787,7 +782,7 @@ scan:
 // cachedRecord returns the record cached for a list of the references in
 // key, if one is and it can be memoized when the list is.
 func (d *Decoder) cachedRecord(key []byte, memoize bool) (Value, bool) {
-	rec, ok := d.lists[string(key)]
+	rec, ok := d.lists.get(key)
 	return rec, ok && (!memoize || d.memo.storable(rec))
 }
 

@@ -85,7 +85,7 @@ func (sk *Skim) Decoder(r io.Reader, src io.ReaderAt, vs *Values, c Compactor, b
 	d.memo.stored = sk.Memo
 	// The cache of lists made of references is shared with the objects'
 	// decoders (its keys are memo references, the same in all).
-	d.lists = make(map[string]Value)
+	d.lists = &listCache{}
 	d.pending = make(map[uint64]pendingList)
 	d.lazy = &lazyState{l: &lazyMemo{sk: sk, src: src, vs: d.vs, compactor: c, budget: budget, count: uint64(sk.Memo),
 		windows: make(map[int64][]byte), placeholders: placeholders}}
@@ -233,8 +233,7 @@ func (l *lazyMemo) sub(d *Decoder, start, end int64) (*Decoder, error) {
 	sub := l.subs[l.depth]
 	*sub = Decoder{vs: l.vs, compactor: l.compactor, stack: sub.stack[:0], marks: sub.marks[:0],
 		memo: d.memo, proto: d.proto, lists: d.lists, pending: d.pending,
-		listKeyBytes: d.listKeyBytes, pendingKeyBytes: d.pendingKeyBytes,
-		lazy: &lazyState{l: l, sub: true}, base: start}
+		pendingKeyBytes: d.pendingKeyBytes, lazy: &lazyState{l: l, sub: true}, base: start}
 	n := end - start
 	switch {
 	case n <= lazyBytesMax:
@@ -258,7 +257,7 @@ func (l *lazyMemo) sub(d *Decoder, start, end int64) (*Decoder, error) {
 func (l *lazyMemo) done(d, sub *Decoder) {
 	d.memo.spill = sub.memo.spill
 	d.lists, d.pending = sub.lists, sub.pending
-	d.listKeyBytes, d.pendingKeyBytes = sub.listKeyBytes, sub.pendingKeyBytes
+	d.pendingKeyBytes = sub.pendingKeyBytes
 }
 
 // read returns the input from start to end: a slice of a cached window
