@@ -80,3 +80,84 @@ func TestTouchAheadChangesNothing(t *testing.T) {
 		t.Fatal("no replay found anything reading ahead")
 	}
 }
+
+// TestTouchSegmentChangesNothing: a follow replay whose reconcile reads
+// each final segment's blocks ahead of looking them up (touchSegment)
+// gives the result and final state of one that does not, on recorded
+// random workloads and every published snapshot, with the lookups on two
+// cores (lookupFinal) and without, the final segments as recorded and
+// with every third dropped (reconcile then changes the state and looks
+// blocks up itself); and it did read ahead.
+func TestTouchSegmentChangesNothing(t *testing.T) {
+	defer func(n, m int) { splitReconcileBlocks, splitReconcileRegions = n, m }(splitReconcileBlocks, splitReconcileRegions)
+	defer func() { touchAheadOn = true }()
+	type input struct {
+		name string
+		snap *snapshot.Snapshot
+	}
+	var inputs []input
+	for ci, pc := range roundTripCases {
+		s, _ := recordWorkload(t, pc, 2, 3000, 0)
+		inputs = append(inputs, input{fmt.Sprintf("case %d", ci), s})
+	}
+	for _, fn := range realdata.FilesIfPresent() {
+		s, err := snapshot.Load(fn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		inputs = append(inputs, input{filepath.Base(fn), s})
+	}
+	dropThird := func(final []*snapshot.Segment) []*snapshot.Segment {
+		var out []*snapshot.Segment
+		for i, s := range final {
+			if i%3 != 1 {
+				out = append(out, s)
+			}
+		}
+		return out
+	}
+	read := 0
+	for _, in := range inputs {
+		for d := range in.snap.Devices() {
+			if in.snap.Trace(d).Len() == 0 {
+				continue
+			}
+			for _, split := range []int{1 << 30, 2} {
+				for _, drop := range []bool{false, true} {
+					run := func(on bool) (*Result, []string, *Replay) {
+						touchAheadOn = on
+						splitReconcileBlocks, splitReconcileRegions = split, split
+						r, err := New(in.snap, Options{Device: d})
+						if err != nil {
+							t.Fatalf("%s: device %d: %v", in.name, d, err)
+						}
+						for r.Step() == nil {
+						}
+						if drop {
+							r.final = dropThird(r.final)
+						}
+						res := r.Result()
+						var segs []string
+						r.a.EachSegment(nil, func(s *snapshot.Segment) { segs = append(segs, fmt.Sprint(*s)) })
+						segs = append(segs, fmt.Sprint(r.a.Unmodelled()))
+						return res, segs, r
+					}
+					want, wantSegs := func() (*Result, []string) { res, segs, _ := run(false); return res, segs }()
+					got, gotSegs, r := run(true)
+					if !reflect.DeepEqual(got, want) {
+						t.Errorf("%s: device %d (split %d, dropped %v): reading ahead gives %+v, without %+v", in.name, d, split, drop, got, want)
+					}
+					if !reflect.DeepEqual(gotSegs, wantSegs) {
+						t.Errorf("%s: device %d (split %d, dropped %v): reading ahead leaves segments\n%v\nwithout\n%v", in.name, d, split, drop, gotSegs, wantSegs)
+					}
+					if r.touched != 0 {
+						read++
+					}
+				}
+			}
+		}
+	}
+	if read == 0 {
+		t.Fatal("no reconcile found anything reading ahead")
+	}
+}
