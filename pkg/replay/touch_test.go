@@ -16,22 +16,7 @@ import (
 // pools, expandable segments) and every published snapshot; and it did
 // read ahead (found something in the tables ahead on some of them).
 func TestTouchAheadChangesNothing(t *testing.T) {
-	type input struct {
-		name string
-		snap *snapshot.Snapshot
-	}
-	var inputs []input
-	for ci, pc := range roundTripCases {
-		s, _ := recordWorkload(t, pc, 2, 3000, 0)
-		inputs = append(inputs, input{fmt.Sprintf("case %d", ci), s})
-	}
-	for _, fn := range realdata.FilesIfPresent() {
-		s, err := snapshot.Load(fn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		inputs = append(inputs, input{filepath.Base(fn), s})
-	}
+	inputs := touchInputs(t)
 	defer func() { touchAheadOn = true }()
 	read := 0
 	for _, in := range inputs {
@@ -91,22 +76,7 @@ func TestTouchAheadChangesNothing(t *testing.T) {
 func TestTouchSegmentChangesNothing(t *testing.T) {
 	defer func(n, m int) { splitReconcileBlocks, splitReconcileRegions = n, m }(splitReconcileBlocks, splitReconcileRegions)
 	defer func() { touchAheadOn = true }()
-	type input struct {
-		name string
-		snap *snapshot.Snapshot
-	}
-	var inputs []input
-	for ci, pc := range roundTripCases {
-		s, _ := recordWorkload(t, pc, 2, 3000, 0)
-		inputs = append(inputs, input{fmt.Sprintf("case %d", ci), s})
-	}
-	for _, fn := range realdata.FilesIfPresent() {
-		s, err := snapshot.Load(fn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		inputs = append(inputs, input{filepath.Base(fn), s})
-	}
+	inputs := touchInputs(t)
 	dropThird := func(final []*snapshot.Segment) []*snapshot.Segment {
 		var out []*snapshot.Segment
 		for i, s := range final {
@@ -160,4 +130,30 @@ func TestTouchSegmentChangesNothing(t *testing.T) {
 	if read == 0 {
 		t.Fatal("no reconcile found anything reading ahead")
 	}
+}
+
+// touchInput is one snapshot the read-ahead tests replay both ways.
+type touchInput struct {
+	name string
+	snap *snapshot.Snapshot
+}
+
+// touchInputs records a random workload for each round-trip case (empty_cache
+// calls, private pools, expandable segments) and loads every published
+// snapshot present.
+func touchInputs(t *testing.T) []touchInput {
+	t.Helper()
+	var inputs []touchInput
+	for ci, pc := range roundTripCases {
+		s, _ := recordWorkload(t, pc, 2, 3000, 0)
+		inputs = append(inputs, touchInput{fmt.Sprintf("case %d", ci), s})
+	}
+	for _, fn := range realdata.FilesIfPresent() {
+		s, err := snapshot.Load(fn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		inputs = append(inputs, touchInput{filepath.Base(fn), s})
+	}
+	return inputs
 }
